@@ -1,0 +1,5 @@
+"""``python -m launcher`` is ``tfcluster``."""
+
+from launcher.cli import entry
+
+entry()

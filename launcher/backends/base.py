@@ -1,0 +1,67 @@
+"""The narrow interface between the coordinator and where agents run (this machine, SSH).
+
+A backend starts one agent per host and returns an :class:`AgentHandle`. Everything the agent says
+arrives at the coordinator's sink as :class:`AgentMessage` items, followed by exactly one
+:class:`AgentClosed` when its output ends. Local and SSH share the protocol and differ only in
+transport.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from launcher.plan import HostPlan
+from worker.protocol import Launch, Message
+
+
+@dataclass(frozen=True)
+class AgentMessage:
+    host: str
+    message: Message
+    received_at: float
+
+
+@dataclass(frozen=True)
+class AgentClosed:
+    """The agent's output ended: it exited, was killed, or its connection dropped."""
+
+    host: str
+    reason: str
+    at: float
+
+
+AgentEvent = AgentMessage | AgentClosed
+Sink = Callable[[AgentEvent], None]
+
+
+class AgentStartError(RuntimeError):
+    """The agent for ``host`` could not be started; ``hint`` says what the user can do."""
+
+    def __init__(self, host: str, problem: str, hint: str = "") -> None:
+        self.host, self.problem, self.hint = host, problem, hint
+        super().__init__(f"{host}: {problem}" + (f" ({hint})" if hint else ""))
+
+
+class AgentHandle(Protocol):
+    host: str
+
+    def send(self, message: Message) -> None:
+        """Send a command; silently dropped once the agent is gone."""
+
+    def close_input(self) -> None:
+        """EOF on the agent's stdin: it kills whatever task is left and exits. Non-blocking."""
+
+    def close(self, timeout_s: float) -> list[int]:
+        """End the agent: EOF on its stdin (it then kills every task tree and exits), wait up to
+        ``timeout_s``, kill it if needed, and make sure no process of its tasks is left.
+        Returns the pids that had to be killed here. Safe to call more than once."""
+        ...
+
+
+class Backend(Protocol):
+    def start(self, host: HostPlan, launch: Launch, sink: Sink, log_path: Path) -> AgentHandle:
+        """Start ``host``'s agent and send it ``launch``; raises AgentStartError."""
+        ...

@@ -1,0 +1,223 @@
+"""``tfcluster`` (also ``python -m launcher``): run, local, plan, validate.
+
+Imports are kept inside the commands so that ``tfcluster --help`` and ``validate`` start fast; no
+command ever imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from launcher.spec import ClusterSpec
+
+EXIT_BAD_SPEC = 2
+
+_DESCRIPTION = """\
+Launch TensorFlow MultiWorkerMirroredStrategy jobs on a cluster described by a YAML spec (or on a
+cluster simulated on this machine), watch every task, and stop them all cleanly when one fails.
+
+examples:
+  tfcluster validate cluster_specs/local-2workers.yaml
+  tfcluster plan cluster_specs/local-2workers.yaml
+  tfcluster run cluster_specs/local-2workers.yaml
+  tfcluster local -n 3 --chief -m worker.examples.digits -- --steps 200
+  tfcluster local -n 2 -- python3 train.py --epochs 1
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfcluster", description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
+
+    run = verbs.add_parser("run", help="run the job of a spec to completion",
+                           description="Run the job described by SPEC. Exits 0 when every task "
+                           "exits 0, otherwise with the root-cause task's exit code "
+                           "(128+N for signal N).")
+    run.add_argument("spec", metavar="SPEC", help="cluster spec (YAML)")
+    run.add_argument("--checkpoint-dir", metavar="DIR",
+                     help="use DIR as the chief's checkpoint directory instead of the spec's")
+    _run_options(run)
+
+    local = verbs.add_parser(
+        "local", help="simulate a cluster of N tasks on this machine, no spec file needed",
+        description="Start N tasks of CMD on this machine as one MWMS cluster (localhost ports "
+        "are allocated for you). CMD ending in .py runs as a Python script; -m runs a module.",
+        usage="tfcluster local -n N [--chief] [options] (-m MODULE [-- ARGS...] | -- CMD [ARGS...])")
+    local.add_argument("-n", "--num-tasks", type=int, required=True, metavar="N",
+                       help="number of tasks (chief included)")
+    local.add_argument("--chief", action="store_true",
+                       help="make the first task a 'chief' (otherwise worker 0 is chief)")
+    local.add_argument("-m", "--module", help="run this Python module in every task")
+    local.add_argument("--name", default="local", help="job name (default: local)")
+    local.add_argument("--max-restarts", type=int, default=0, metavar="K",
+                       help="restart the whole job up to K times (default 0)")
+    local.add_argument("--checkpoint-dir", metavar="DIR",
+                       help="the chief's checkpoint directory (TFCLUSTER_CHECKPOINT_DIR)")
+    local.add_argument("--grace-period", type=float, default=10.0, metavar="S",
+                       help="seconds between TERM and KILL when stopping tasks (default 10)")
+    local.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
+                       help="command to run (after --)")
+    _run_options(local)
+
+    show = verbs.add_parser("plan", help="print exactly what 'run' would start",
+                            description="Print, for every task, its host, TF_CONFIG, argv, "
+                            "env and cwd. Secret-looking env values are masked.")
+    show.add_argument("spec", metavar="SPEC")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+
+    check = verbs.add_parser("validate", help="check a spec; exit 2 listing every problem")
+    check.add_argument("spec", metavar="SPEC")
+    return parser
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run-dir", metavar="DIR",
+                        help="where events.jsonl, task logs and summary.json go "
+                        "(default runs/<job>-<timestamp>)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="do not echo task output (it still goes to the run directory)")
+
+
+def _load(path: str) -> ClusterSpec | None:
+    from launcher.spec import SpecError, load_spec
+
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        print(str(exc), file=sys.stderr)
+        return None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    spec = _load(args.spec)
+    if spec is None:
+        return EXIT_BAD_SPEC
+    slots = spec.task_slots()
+    hosts = {s.host for s in slots}
+    print(f"{args.spec}: OK ({len(slots)} task(s) on {len(hosts)} host(s))")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from launcher.plan import plan, ports_to_allocate
+    from launcher.plan_view import plan_json, plan_text
+    from launcher.ports import PortAllocator
+    from launcher.rundir import default_run_dir
+
+    spec = _load(args.spec)
+    if spec is None:
+        return EXIT_BAD_SPEC
+    allocator = PortAllocator()
+    try:
+        wanted = ports_to_allocate(spec)
+        ports = dict(zip(wanted, allocator.allocate(len(wanted)), strict=True))
+        launch_plan = plan(spec, attempt=0, run_dir=str(default_run_dir(spec.name).absolute()),
+                           ports=ports, local_python=sys.executable, base_dir=os.getcwd())
+    finally:
+        allocator.close()
+    print(plan_json(launch_plan) if args.json else plan_text(launch_plan))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from launcher.spec import CheckpointSpec
+
+    spec = _load(args.spec)
+    if spec is None:
+        return EXIT_BAD_SPEC
+    if args.checkpoint_dir:
+        spec = spec.model_copy(update={"checkpoint": CheckpointSpec(dir=args.checkpoint_dir)})
+    return _run(spec, args)
+
+
+def local_spec_data(args: argparse.Namespace) -> dict[str, Any]:
+    """The spec that ``tfcluster local`` runs, as data (validated like a file would be)."""
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.module:
+        entrypoint: dict[str, Any] = {"module": args.module, "args": command}
+    elif not command:
+        raise SystemExit("tfcluster local: give a command after --, or -m MODULE")
+    elif command[0].endswith(".py"):
+        entrypoint = {"script": command[0], "args": command[1:]}
+    else:
+        entrypoint = {"command": command}
+    tasks: list[dict[str, Any]] = []
+    workers = args.num_tasks
+    if args.chief:
+        tasks.append({"type": "chief", "host": "localhost"})
+        workers -= 1
+    if workers > 0:
+        tasks.append({"type": "worker", "host": "localhost", "count": workers})
+    data: dict[str, Any] = {
+        "name": args.name, "entrypoint": entrypoint, "tasks": tasks,
+        "restart": {"max_restarts": args.max_restarts},
+        "health": {"grace_period_s": args.grace_period},
+    }
+    if args.checkpoint_dir:
+        data["checkpoint"] = {"dir": args.checkpoint_dir}
+    return data
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    from launcher.spec import SpecError, spec_from_dict
+
+    if args.num_tasks < 1:
+        print("tfcluster local: -n must be at least 1", file=sys.stderr)
+        return EXIT_BAD_SPEC
+    try:
+        spec = spec_from_dict(local_spec_data(args), source="tfcluster local")
+    except SpecError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_BAD_SPEC
+    return _run(spec, args)
+
+
+def _run(spec: ClusterSpec, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from launcher.backends.local import LocalBackend
+    from launcher.console import Console
+    from launcher.coordinator import Coordinator
+    from launcher.rundir import RunDir, default_run_dir
+    from launcher.state import JobState
+
+    run_dir = RunDir(Path(args.run_dir or default_run_dir(spec.name)).absolute())
+    console = Console(show_task_output=not args.quiet)
+    coordinator = Coordinator(spec, run_dir, LocalBackend(python=sys.executable), console,
+                              local_python=sys.executable, base_dir=os.getcwd())
+    previous = {sig: signal.signal(sig, coordinator.interrupt)
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = coordinator.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    attempts = len(result.attempts)
+    if result.state is JobState.SUCCEEDED:
+        console.say(f"job {spec.name} succeeded ({attempts} attempt(s)); run dir {run_dir.path}")
+    else:
+        console.error(f"job {spec.name} failed: {result.reason}; exit code {result.exit_code}; "
+                      f"run dir {run_dir.path}")
+    return result.exit_code
+
+
+COMMANDS = {"run": cmd_run, "local": cmd_local, "plan": cmd_plan, "validate": cmd_validate}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return COMMANDS[args.verb](args)
+
+
+def entry() -> None:
+    sys.exit(main())

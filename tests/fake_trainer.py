@@ -1,0 +1,134 @@
+"""A tiny stand-in for an MWMS training script that imports no TensorFlow (tests, benchmarks).
+
+It behaves like a real task where that matters to the launcher: it reads TF_CONFIG through
+``worker.context()``, can bind its own cluster address as TensorFlow's gRPC server would, reports
+every step through ``worker.report``, writes checkpoints in ``tf.train.CheckpointManager``'s layout
+when it is the chief, resumes from ``TFCLUSTER_RESUME_STEP``, and fails on request in the ways real
+tasks fail (exit code, signal, exception, hang), optionally only on given attempts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import worker
+
+GRPC_BIND_ERROR = (
+    "tensorflow.python.framework.errors_impl.UnknownError: Could not start gRPC server"
+)
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--step-time", type=float, default=0.01, help="simulated work per step")
+    parser.add_argument("--bind", action="store_true", help="listen on our TF_CONFIG address")
+    parser.add_argument("--checkpoint-every", type=int, default=0)
+    parser.add_argument("--fail-task", default="", help="task id that fails, e.g. worker:1")
+    parser.add_argument("--fail-at-step", type=int, default=0)
+    parser.add_argument("--fail-mode", default="exit:1",
+                        help="exit:N | signal:NAME | raise | hang | grpc-bind")
+    parser.add_argument("--fail-attempts", default="",
+                        help="comma-separated attempts on which to fail (default: every one)")
+    parser.add_argument("--spawn-child", action="store_true", help="start a sleeping child")
+    parser.add_argument("--spawn-daemon", action="store_true",
+                        help="start a grandchild that leaves our session (double fork + setsid)")
+    parser.add_argument("--ignore-term", action="store_true", help="ignore SIGTERM")
+    parser.add_argument("--pid-file-dir", default="", help="write <task>.pid files here")
+    return parser.parse_args()
+
+
+def bind_own_address(ctx: worker.TaskContext) -> socket.socket | None:
+    raw = os.environ.get("TF_CONFIG")
+    if not raw or ctx.task.type == "evaluator":
+        return None
+    import json
+
+    config = json.loads(raw)
+    address = config["cluster"][ctx.task.type][ctx.task.index]
+    port = int(address.rsplit(":", 1)[1])
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        server.bind(("0.0.0.0", port))
+    except OSError as exc:
+        print(f"{GRPC_BIND_ERROR} ({exc})", file=sys.stderr, flush=True)
+        sys.exit(1)
+    server.listen()
+    return server
+
+
+def write_checkpoint(directory: str, step: int) -> None:
+    """Files laid out as tf.train.CheckpointManager writes them (contents are not TF's)."""
+    os.makedirs(directory, exist_ok=True)
+    prefix = os.path.join(directory, f"ckpt-{step}")
+    for suffix in (".data-00000-of-00001", ".index"):
+        with open(prefix + suffix, "w") as handle:
+            handle.write(f"step {step}\n")
+    state = os.path.join(directory, "checkpoint")
+    with open(state + ".tmp", "w") as handle:
+        handle.write(f'model_checkpoint_path: "ckpt-{step}"\n'
+                     f'all_model_checkpoint_paths: "ckpt-{step}"\n')
+    os.replace(state + ".tmp", state)
+
+
+def fail(mode: str) -> None:
+    kind, _, arg = mode.partition(":")
+    print(f"fake_trainer: failing now ({mode})", file=sys.stderr, flush=True)
+    if kind == "exit":
+        sys.exit(int(arg or 1))
+    if kind == "signal":
+        os.kill(os.getpid(), signal.Signals["SIG" + arg.upper().removeprefix("SIG")])
+    if kind == "raise":
+        raise RuntimeError("fake_trainer: simulated crash in the training step")
+    if kind == "grpc-bind":
+        print(GRPC_BIND_ERROR, file=sys.stderr, flush=True)
+        sys.exit(1)
+    if kind == "hang":
+        while True:
+            time.sleep(3600)
+    raise SystemExit(f"unknown fail mode {mode!r}")
+
+
+def main() -> None:
+    args = parse()
+    ctx = worker.context()
+    if args.ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.pid_file_dir:
+        with open(os.path.join(args.pid_file_dir, f"{ctx.task.file_stem}.pid"), "w") as handle:
+            handle.write(str(os.getpid()))
+    server = bind_own_address(ctx) if args.bind else None
+    children = []
+    if args.spawn_child:
+        children.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]))
+    if args.spawn_daemon:
+        code = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)\n")
+        subprocess.run([sys.executable, "-c", code], check=True)
+    attempts = {int(a) for a in args.fail_attempts.split(",") if a.strip()}
+    fails_here = str(ctx.task) == args.fail_task and (not attempts or ctx.attempt in attempts)
+    start = ctx.resume_step or 0
+    print(f"fake_trainer {ctx.task} attempt {ctx.attempt} starting at step {start}", flush=True)
+    for step in range(start + 1, args.steps + 1):
+        if fails_here and step == args.fail_at_step:
+            fail(args.fail_mode)
+        time.sleep(args.step_time)
+        worker.report(step, loss=1.0 / step)
+        if (ctx.is_chief and ctx.checkpoint_dir and args.checkpoint_every
+                and step % args.checkpoint_every == 0):
+            write_checkpoint(ctx.checkpoint_dir, step)
+    if fails_here and args.fail_at_step > args.steps:
+        fail(args.fail_mode)
+    print(f"fake_trainer {ctx.task} done step={args.steps}", flush=True)
+    if server is not None:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""TensorFlow checkpoints for MultiWorkerMirroredStrategy custom training loops.
+
+``TrainingCheckpoint`` wraps ``tf.train.Checkpoint`` + ``tf.train.CheckpointManager`` the way TF's
+multi-worker docs prescribe and tfcluster expects (see DESIGN.md, "Checkpoints"):
+
+- every task calls :meth:`TrainingCheckpoint.save` with the same step, because saving may run
+  collective ops under MWMS;
+- the chief writes into ``TFCLUSTER_CHECKPOINT_DIR`` in the standard ``CheckpointManager`` layout
+  (``checkpoint`` state file, ``ckpt-<step>.index``, ``ckpt-<step>.data-*``);
+- every other task writes into its own ``workertemp_<index>`` directory and removes it right away;
+- :meth:`TrainingCheckpoint.restore` prefers ``TFCLUSTER_RESUME_CHECKPOINT`` and falls back to the
+  latest checkpoint in the chief's directory, so a run outside tfcluster resumes as well.
+
+TensorFlow is imported lazily: importing this module never loads TF.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from typing import TYPE_CHECKING, Any
+
+from worker.reporting import send as report_send
+from worker.tfconfig import EVALUATOR
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from worker.context import TaskContext
+
+__all__ = ["TrainingCheckpoint"]
+
+log = logging.getLogger(__name__)
+
+_MAX_ERROR = 2000
+
+
+class TrainingCheckpoint:
+    """Save and restore ``step`` plus the given trackables (model, optimizer, ...) under MWMS.
+
+    ``step`` is a scalar integer ``tf.Variable`` holding the number of completed training steps;
+    :meth:`save` assigns it, :meth:`restore` returns its restored value. The optimizer must have
+    created its variables (``optimizer.build(model.trainable_variables)``) before :meth:`restore`:
+    Keras 3 optimizers do not support TF's deferred restoration.
+    """
+
+    def __init__(
+        self, ctx: TaskContext, step: tf.Variable, max_to_keep: int = 3, **trackables: Any
+    ) -> None:
+        import tensorflow as tf
+
+        if "step" in trackables:
+            raise ValueError("'step' is reserved for the step counter")
+        self.ctx = ctx
+        self.step = step
+        self.max_to_keep = max_to_keep
+        self.checkpoint = tf.train.Checkpoint(step=step, **trackables)
+        self._manager: tf.train.CheckpointManager | None = None
+        #: The prefix restored by :meth:`restore`, if any.
+        self.restored_from: str | None = None
+
+    # -- restore ---------------------------------------------------------------------------------
+
+    def latest(self) -> str | None:
+        """What :meth:`restore` would load: the resume checkpoint, else the chief's latest."""
+        if self.ctx.resume_checkpoint:
+            return self.ctx.resume_checkpoint
+        if self.ctx.chief_checkpoint_dir:
+            import tensorflow as tf
+
+            latest: str | None = tf.train.latest_checkpoint(self.ctx.chief_checkpoint_dir)
+            return latest
+        return None
+
+    def restore(self) -> int:
+        """Restore the latest checkpoint (every task, same one); return its step, 0 if none.
+
+        A failed restore is reported to the agent (``restore_failed``) and then re-raised, so that
+        tfcluster can fall back to an older checkpoint on the next attempt.
+        """
+        path = self.latest()
+        if path is None:
+            return 0
+        try:
+            self.checkpoint.restore(path).assert_existing_objects_matched()
+        except Exception as exc:
+            error = str(exc)[:_MAX_ERROR]  # keep the report line under PIPE_BUF
+            report_send({"kind": "restore_failed", "checkpoint": path, "error": error})
+            raise
+        self.restored_from = path
+        step = int(self.step.numpy())
+        expected = self.ctx.resume_step
+        if path == self.ctx.resume_checkpoint and expected is not None and expected != step:
+            log.warning("checkpoint %s holds step %d, TFCLUSTER_RESUME_STEP says %d",
+                        path, step, expected)
+        return step
+
+    # -- save ------------------------------------------------------------------------------------
+
+    def save(self, step: int) -> str | None:
+        """Save after ``step`` completed steps. Every task must call this, with the same ``step``.
+
+        Returns the chief's checkpoint prefix on the chief, the (already removed) temporary prefix
+        on other tasks, and None when no checkpoint directory is configured.
+        """
+        own_dir = self.ctx.checkpoint_dir
+        if own_dir is None or self.ctx.task_type == EVALUATOR:
+            return None
+        self.step.assign(step)
+        if self.ctx.is_chief:
+            path: str = self._chief_manager(own_dir).save(checkpoint_number=step)
+            return path
+        import tensorflow as tf
+
+        # A fresh manager each time: the directory is gone after every save, and a stale one left
+        # by a killed attempt must not leak old state into this one.
+        shutil.rmtree(own_dir, ignore_errors=True)
+        os.makedirs(own_dir, exist_ok=True)
+        manager = tf.train.CheckpointManager(self.checkpoint, directory=own_dir, max_to_keep=1)
+        path = manager.save(checkpoint_number=step)
+        shutil.rmtree(own_dir, ignore_errors=True)
+        return path
+
+    def maybe_save(self, step: int, every: int) -> str | None:
+        """:meth:`save` if ``step`` is a positive multiple of ``every`` (``every <= 0``: never)."""
+        if every <= 0 or step <= 0 or step % every:
+            return None
+        return self.save(step)
+
+    def _chief_manager(self, directory: str) -> tf.train.CheckpointManager:
+        if self._manager is None:
+            import tensorflow as tf
+
+            os.makedirs(directory, exist_ok=True)
+            self._manager = tf.train.CheckpointManager(
+                self.checkpoint, directory=directory, max_to_keep=self.max_to_keep
+            )
+        return self._manager

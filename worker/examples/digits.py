@@ -1,0 +1,196 @@
+"""MWMS example: an MLP on scikit-learn's bundled digits, with a custom training loop.
+
+Run it under tfcluster (``python -m worker.examples.digits``) or on its own (one task). Every
+task prints ``test_accuracy=...``, ``weights_sha256=...`` and ``final_step=...`` at the end; the
+weights hash is the same on every task, and with ``--deterministic`` the same across runs,
+restarts included.
+
+Keras 3 ``model.fit`` is broken under MultiWorkerMirroredStrategy on TF 2.21, so this uses the
+custom loop (``strategy.run`` + ``tf.GradientTape``) with Keras 3 layers and optimizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import worker
+from worker.checkpointing import TrainingCheckpoint
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+NUM_CLASSES = 10
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m worker.examples.digits", description=__doc__)
+    parser.add_argument("--steps", type=int, default=400, help="training steps (default 400)")
+    parser.add_argument("--batch-size", type=int, default=64, help="global batch size (default 64)")
+    parser.add_argument("--checkpoint-every", type=int, default=50,
+                        help="save every N steps, 0: only at the end (default 50)")
+    parser.add_argument("--learning-rate", type=float, default=0.01, help="Adam (default 0.01)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="seed everything and enable TF op determinism")
+    parser.add_argument("--seed", type=int, default=0, help="seed for data order and init")
+    args = parser.parse_args(argv)
+    if args.steps < 0 or args.batch_size <= 0:
+        parser.error("--steps must be >= 0 and --batch-size > 0")
+    return args
+
+
+def log(ctx: worker.TaskContext, message: str) -> None:
+    print(f"[digits {ctx.task}] {message}", file=sys.stderr, flush=True)
+
+
+def load_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Digits (8x8 images, 1797 samples) scaled to [0, 1]; a fixed stratified 20% test split."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype(np.float32)
+    y = y.astype(np.int32)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=0.2, random_state=0, stratify=y
+    )
+    return x_train, y_train, x_test, y_test
+
+
+def batch_order(num_examples: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
+    """Example indices for every step, shape (steps, batch_size): a seeded reshuffle per epoch.
+
+    Fixed by (seed, sizes) alone, so every task of every attempt sees the same batches and a
+    restart at step N continues exactly where step N left off.
+    """
+    rng = np.random.default_rng(seed)
+    needed = steps * batch_size
+    epochs = -(-needed // num_examples)
+    order = np.concatenate([np.zeros(0, np.int64)]
+                           + [rng.permutation(num_examples) for _ in range(epochs)])
+    return order[:needed].astype(np.int64).reshape(steps, batch_size)
+
+
+def make_dataset(
+    x: np.ndarray, y: np.ndarray, *, steps: int, batch_size: int, seed: int, start: int
+) -> tf.data.Dataset:
+    """Global batches ``start+1 .. steps``, skipped BEFORE distribution (MWMS iterators can't be
+    checkpointed), sharded by data so that every worker takes its slice of each global batch."""
+    import tensorflow as tf
+
+    features, labels = tf.constant(x), tf.constant(y)
+    order = batch_order(len(x), steps, batch_size, seed)
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(order)
+        .skip(start)
+        .map(lambda idx: (tf.gather(features, idx), tf.gather(labels, idx)))
+    )
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    options.deterministic = True
+    return dataset.with_options(options)
+
+
+def build_model(seed: int | None) -> Any:
+    """A small MLP; ``seed`` (deterministic runs) seeds every initializer."""
+    import keras
+
+    def init(offset: int) -> Any:
+        return keras.initializers.GlorotUniform(seed=None if seed is None else seed + offset)
+
+    return keras.Sequential(
+        [
+            keras.Input(shape=(64,)),
+            keras.layers.Dense(64, activation="relu", kernel_initializer=init(1)),
+            keras.layers.Dense(64, activation="relu", kernel_initializer=init(2)),
+            keras.layers.Dense(NUM_CLASSES, kernel_initializer=init(3)),
+        ]
+    )
+
+
+def weights_sha256(model: Any) -> str:
+    digest = hashlib.sha256()
+    for weight in model.weights:
+        digest.update(np.ascontiguousarray(np.asarray(weight.numpy())).tobytes())
+    return digest.hexdigest()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    ctx = worker.context()
+
+    import tensorflow as tf
+
+    # The strategy must exist before any other TF op runs (it configures the collective runtime).
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    if args.deterministic:
+        tf.keras.utils.set_random_seed(args.seed)
+        tf.config.experimental.enable_op_determinism()
+
+    import keras
+
+    x_train, y_train, x_test, y_test = load_data()
+    with strategy.scope():
+        model = build_model(args.seed if args.deterministic else None)
+        # Keras 3 optimizers bind to the strategy current at construction: create inside scope.
+        optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
+        optimizer.build(model.trainable_variables)  # before restore: no deferred restoration
+    step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    ckpt = TrainingCheckpoint(ctx, step_var, model=model, optimizer=optimizer)
+
+    start = min(ckpt.restore(), args.steps)
+    log(ctx, f"{ctx.num_workers} worker(s), attempt {ctx.attempt}, "
+             + (f"resumed at step {start} from {ckpt.restored_from}" if ckpt.restored_from
+                else "fresh start"))
+
+    dataset = make_dataset(x_train, y_train, steps=args.steps, batch_size=args.batch_size,
+                           seed=args.seed, start=start)
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    global_batch = args.batch_size
+
+    def replica_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True)
+            loss = tf.nn.compute_average_loss(loss_fn(labels, logits),
+                                              global_batch_size=global_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        # Keras 3's optimizer all-reduces (SUM) the gradients across replicas itself.
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    def distributed_step(it: Any) -> tf.Tensor:
+        features, labels = next(it)
+        per_replica = strategy.run(replica_step, args=(features, labels))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    train_step: Any = tf.function(distributed_step)
+
+    began = time.monotonic()
+    last_saved = start if ckpt.restored_from else None
+    for step in range(start + 1, args.steps + 1):
+        loss = float(train_step(iterator))
+        worker.report(step, loss=loss)
+        if ckpt.maybe_save(step, args.checkpoint_every) is not None:
+            last_saved = step
+    if args.steps > start and last_saved != args.steps:
+        ckpt.save(args.steps)  # every task, like every save
+    elapsed = time.monotonic() - began
+
+    logits = model(tf.constant(x_test), training=False)
+    accuracy = float(np.mean(np.argmax(np.asarray(logits), axis=1) == y_test))
+    log(ctx, f"trained steps {start + 1}..{args.steps} in {elapsed:.1f}s")
+    print(f"test_accuracy={accuracy:.4f}", flush=True)
+    print(f"weights_sha256={weights_sha256(model)}", flush=True)
+    print(f"final_step={args.steps}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

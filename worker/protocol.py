@@ -1,0 +1,218 @@
+"""The agent protocol: JSON lines between the coordinator and one agent per host.
+
+Coordinator -> agent (the agent's stdin): first a :class:`Launch`, later :class:`SignalTasks`,
+:class:`DumpStacks` and :class:`Terminate`. Closing stdin (EOF) means the coordinator is gone: the
+agent kills every task's process tree and exits.
+
+Agent -> coordinator (the agent's stdout): :class:`Hello` once, then per task :class:`Started`,
+:class:`Output`, :class:`Progress`, :class:`TaskReport`, :class:`Exited`; :class:`Heartbeat` for the
+host; :class:`Terminated` when a terminate request (or EOF) has finished; :class:`AgentError` when
+the agent itself cannot go on.
+
+Every message is a frozen dataclass; on the wire it is its fields plus ``"type"``. The same code runs
+on both ends, so the two sides can never disagree about a field name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+
+class ProtocolError(ValueError):
+    """A line that is not a message of this protocol."""
+
+
+@dataclass(frozen=True)
+class Message:
+    TYPE: ClassVar[str] = ""
+
+    def encode(self) -> bytes:
+        payload = {"type": self.TYPE, **asdict(self)}
+        return (json.dumps(payload, separators=(",", ":")) + "\n").encode()
+
+
+# --- coordinator -> agent ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskLaunch:
+    """How to start one task: argv without a shell, env overlaid on the agent's own, cwd."""
+
+    task: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+@dataclass(frozen=True)
+class Launch(Message):
+    TYPE: ClassVar[str] = "launch"
+    job: str
+    attempt: int
+    tasks: list[TaskLaunch]
+    heartbeat_interval_s: float = 1.0
+    grace_period_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class SignalTasks(Message):
+    """Send a signal (by name, e.g. ``SIGTERM``) to one task's main process, or to all tasks."""
+
+    TYPE: ClassVar[str] = "signal"
+    signal: str
+    task: str | None = None
+
+
+@dataclass(frozen=True)
+class DumpStacks(Message):
+    """Ask every task that supports it to write all its threads' Python stacks to its stderr."""
+
+    TYPE: ClassVar[str] = "dump_stacks"
+
+
+@dataclass(frozen=True)
+class Terminate(Message):
+    """TERM every task's whole process tree, wait ``grace_period_s``, then KILL what is left."""
+
+    TYPE: ClassVar[str] = "terminate"
+    grace_period_s: float
+
+
+# --- agent -> coordinator ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hello(Message):
+    TYPE: ClassVar[str] = "hello"
+    pid: int
+    hostname: str
+    python: str
+    ts: float
+
+
+@dataclass(frozen=True)
+class Started(Message):
+    TYPE: ClassVar[str] = "started"
+    task: str
+    pid: int
+    ts: float
+
+
+@dataclass(frozen=True)
+class Output(Message):
+    TYPE: ClassVar[str] = "output"
+    task: str
+    stream: str  # "stdout" | "stderr"
+    line: str
+
+
+@dataclass(frozen=True)
+class Progress(Message):
+    TYPE: ClassVar[str] = "progress"
+    task: str
+    step: int
+    ts: float
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskReport(Message):
+    """Any other message a task sent through ``worker.report.send`` (e.g. ``restore_failed``)."""
+
+    TYPE: ClassVar[str] = "report"
+    task: str
+    kind: str
+    ts: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskUsage:
+    pid: int
+    cpu_percent: float
+    rss_bytes: int
+
+
+@dataclass(frozen=True)
+class Heartbeat(Message):
+    TYPE: ClassVar[str] = "heartbeat"
+    ts: float
+    tasks: dict[str, TaskUsage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Exited(Message):
+    """A task's main process ended: ``exit_code`` or ``signal`` (name) is set, never both."""
+
+    TYPE: ClassVar[str] = "exited"
+    task: str
+    ts: float
+    exit_code: int | None = None
+    signal: str | None = None
+    traceback: str | None = None
+    stderr_tail: list[str] = field(default_factory=list)
+    error: str | None = None  # the task could not be started at all (e.g. no such program)
+
+
+@dataclass(frozen=True)
+class Terminated(Message):
+    TYPE: ClassVar[str] = "terminated"
+    ts: float
+
+
+@dataclass(frozen=True)
+class AgentError(Message):
+    TYPE: ClassVar[str] = "agent_error"
+    message: str
+
+
+
+COMMANDS: dict[str, type[Message]] = {
+    cls.TYPE: cls for cls in (Launch, SignalTasks, DumpStacks, Terminate)
+}
+EVENTS: dict[str, type[Message]] = {
+    cls.TYPE: cls
+    for cls in (Hello, Started, Output, Progress, TaskReport, Heartbeat, Exited, Terminated,
+                AgentError)
+}
+
+
+def _build(cls: type[Message], payload: dict[str, Any]) -> Message:
+    names = {f.name for f in fields(cls)}
+    unknown = set(payload) - names
+    if unknown:
+        raise ProtocolError(f"{cls.TYPE}: unknown field(s) {sorted(unknown)}")
+    if cls is Launch:
+        payload = {**payload, "tasks": [TaskLaunch(**t) for t in payload.get("tasks", [])]}
+    elif cls is Heartbeat:
+        usage = payload.get("tasks", {})
+        payload = {**payload, "tasks": {k: TaskUsage(**v) for k, v in usage.items()}}
+    try:
+        return cls(**payload)
+    except TypeError as exc:
+        raise ProtocolError(f"{cls.TYPE}: {exc}") from exc
+
+
+def decode(line: bytes | str, table: dict[str, type[Message]]) -> Message:
+    """Parse one line into the message class ``table`` names for its ``type``."""
+    try:
+        payload = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"not JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise ProtocolError("a message must be a JSON object")
+    kind = payload.pop("type", None)
+    cls = table.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ProtocolError(f"unknown message type {kind!r}")
+    return _build(cls, payload)
+
+
+def decode_command(line: bytes | str) -> Message:
+    return decode(line, COMMANDS)
+
+
+def decode_event(line: bytes | str) -> Message:
+    return decode(line, EVENTS)
