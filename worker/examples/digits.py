@@ -129,11 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # The strategy must exist before any other TF op runs (it configures the collective runtime).
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    if args.deterministic:
-        tf.keras.utils.set_random_seed(args.seed)
-        tf.config.experimental.enable_op_determinism()
-
     import keras
+
+    if args.deterministic:
+        keras.utils.set_random_seed(args.seed)  # python, numpy, TF (and Keras 3's own) seeds
+        tf.config.experimental.enable_op_determinism()
 
     x_train, y_train, x_test, y_test = load_data()
     with strategy.scope():
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     ckpt = TrainingCheckpoint(ctx, step_var, model=model, optimizer=optimizer)
 
-    start = min(ckpt.restore(), args.steps)
+    start = ckpt.restore()
     log(ctx, f"{ctx.num_workers} worker(s), attempt {ctx.attempt}, "
              + (f"resumed at step {start} from {ckpt.restored_from}" if ckpt.restored_from
                 else "fresh start"))
@@ -179,16 +179,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         worker.report(step, loss=loss)
         if ckpt.maybe_save(step, args.checkpoint_every) is not None:
             last_saved = step
-    if args.steps > start and last_saved != args.steps:
-        ckpt.save(args.steps)  # every task, like every save
+    final_step = max(start, args.steps)
+    if final_step > 0 and last_saved != final_step:
+        ckpt.save(final_step)  # every task, like every save
     elapsed = time.monotonic() - began
 
     logits = model(tf.constant(x_test), training=False)
     accuracy = float(np.mean(np.argmax(np.asarray(logits), axis=1) == y_test))
-    log(ctx, f"trained steps {start + 1}..{args.steps} in {elapsed:.1f}s")
+    log(ctx, f"trained steps {start + 1}..{args.steps} in {elapsed:.1f}s" if start < args.steps
+        else f"nothing to train: checkpoint is at step {start} >= --steps {args.steps}")
     print(f"test_accuracy={accuracy:.4f}", flush=True)
     print(f"weights_sha256={weights_sha256(model)}", flush=True)
-    print(f"final_step={args.steps}", flush=True)
+    print(f"final_step={final_step}", flush=True)
     return 0
 
 
