@@ -186,6 +186,7 @@ def _run(spec: ClusterSpec, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from launcher.backends.local import LocalBackend
+    from launcher.backends.router import HostRouter
     from launcher.console import Console
     from launcher.coordinator import Coordinator
     from launcher.rundir import RunDir, default_run_dir
@@ -193,7 +194,8 @@ def _run(spec: ClusterSpec, args: argparse.Namespace) -> int:
 
     run_dir = RunDir(Path(args.run_dir or default_run_dir(spec.name)).absolute())
     console = Console(show_task_output=not args.quiet)
-    coordinator = Coordinator(spec, run_dir, LocalBackend(python=sys.executable), console,
+    backend = HostRouter(local=LocalBackend(python=sys.executable))
+    coordinator = Coordinator(spec, run_dir, backend, console,
                               local_python=sys.executable, base_dir=os.getcwd())
     previous = {sig: signal.signal(sig, coordinator.interrupt)
                 for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -11,6 +11,7 @@ import queue
 import signal
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from launcher.console import Console
 from launcher.events import EventLog
 from launcher.failures import FailureKind, TaskFailure, format_report, is_port_conflict
 from launcher.outcome import AttemptResult, AttemptStatus
-from launcher.plan import LaunchPlan, ResumePoint, TaskPlan, plan, ports_to_allocate
+from launcher.plan import HostPlan, LaunchPlan, ResumePoint, TaskPlan, plan, ports_to_allocate
 from launcher.policy import Action, Decision, decide
 from launcher.ports import PortAllocator
 from launcher.rundir import RunDir
@@ -273,12 +274,20 @@ class _Attempt:
     # --- start -------------------------------------------------------------------------------
 
     def _start_agents(self) -> None:
+        """Start every host's agent at once (SSH connections are slow; do not queue them)."""
         run_dir = self.owner.run_dir
-        for host in self.plan.hosts:
+
+        def start(host: HostPlan) -> AgentHandle:
+            return self.owner.backend.start(
+                host, self.plan.launch_message(host), self.owner.queue.put,
+                run_dir.agent_log(self.plan.attempt, host.name))
+
+        hosts = list(self.plan.hosts)
+        with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
+            futures = [(host, pool.submit(start, host)) for host in hosts]
+        for host, future in futures:
             try:
-                handle = self.owner.backend.start(
-                    host, self.plan.launch_message(host), self.owner.queue.put,
-                    run_dir.agent_log(self.plan.attempt, host.name))
+                handle = future.result()
             except AgentStartError as exc:
                 now = time.time()
                 for task in host.tasks:
@@ -290,6 +299,9 @@ class _Attempt:
                 continue
             self.handles[host.name] = handle
             self.open_agents.add(host.name)
+        if self.stopping_since is not None:  # some host failed: stop those that did start
+            for handle in self.handles.values():
+                handle.send(Terminate(grace_period_s=self.plan.grace_period_s))
 
     # --- the loop ----------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -51,9 +52,9 @@ def test_tasks_form_one_cluster_with_a_tf_config_each(tmp_path: Path) -> None:
         assert job.wait() == 0, job.stderr
     configs = {}
     for line in job.stdout.splitlines():
-        task, _, rest = line.partition("] TFCONFIG ")
-        if rest:
-            configs[task.strip("[ ")] = json.loads(rest)
+        found = re.match(r"\[(\S+)\]\s+TFCONFIG (.*)", line)
+        if found:
+            configs[found.group(1)] = json.loads(found.group(2))
     assert set(configs) == {"chief:0", "worker:0", "worker:1", "evaluator:0"}
     clusters = {json.dumps(c["cluster"], sort_keys=True) for c in configs.values()}
     assert len(clusters) == 1

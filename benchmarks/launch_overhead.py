@@ -1,0 +1,495 @@
+"""Launch overhead and failure-detection latency of ``tfcluster local``.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/launch_overhead.py [--sizes 1,8,32,64] [--repeats 5] [--detect-runs 10]
+
+Launch overhead. For every N in ``--sizes`` it starts, ``--repeats`` times each (interleaved):
+
+- ``tfcluster local -n N --quiet --run-dir <tmp> -- <python> -c <stamp> <file>`` as a subprocess of
+  this script, and
+- the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop,
+
+where ``<stamp>`` is a trivial entrypoint that appends ``time.time()`` and its task name to ``<file>``
+(``O_APPEND``, one short line, so concurrent writes never interleave) and exits 0. "All running" is the
+latest timestamp written minus the wall-clock time taken just before ``Popen`` (of the CLI, or of the
+first bare process). For tfcluster it also records the total time until the CLI exits.
+
+Failure detection. ``tfcluster local -n 4`` runs an entrypoint in which ``worker:2`` sleeps briefly,
+writes ``time.time()`` to a file and ``os._exit(3)``\\ s while the others sleep 30 s (tfcluster stops
+them itself when ``worker:2`` fails). From ``events.jsonl`` it reads the ``task_failed`` event: its
+``detection_latency_ms`` (task exit as the agent saw it -> coordinator recorded it) and, as an
+independent end-to-end figure, its ``ts`` minus the time the task wrote just before exiting.
+
+Every process started here carries a marker env var (``TFCLUSTER_BENCH_MARKER``, unique per
+invocation); at the end psutil checks that no process with it remains (and kills any that does, exiting
+1). Temporary directories are removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+MARKER_ENV = "TFCLUSTER_BENCH_MARKER"
+INDEX_ENV = "TFCLUSTER_BENCH_INDEX"
+RATIO_TARGET = 1.5
+RATIO_TARGET_N = 64
+DETECTION_TARGET_MS = 50.0
+RUN_TIMEOUT_S = 180.0
+FAILING_TASK = "worker:2"
+FAILING_EXIT_CODE = 3
+
+#: The trivial entrypoint: record when it runs (and who it is), exit 0. argv[1]: the stamp file.
+STAMP_CODE = """\
+import os, sys, time
+t = time.time()
+who = os.environ.get('TFCLUSTER_TASK') or os.environ.get('TFCLUSTER_BENCH_INDEX', '?')
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+os.write(fd, (repr(t) + ' ' + who + '\\n').encode())
+os.close(fd)
+"""
+
+#: worker:2 sleeps argv[2] s, writes time.time() to argv[1] and exits 3; the others sleep 30 s.
+FAIL_CODE = """\
+import os, sys, time
+if os.environ.get('TFCLUSTER_TASK') == 'worker:2':
+    time.sleep(float(sys.argv[2]))
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    t = time.time()
+    os.write(fd, (repr(t) + '\\n').encode())
+    os._exit(3)
+time.sleep(30)
+"""
+
+
+class BenchmarkError(RuntimeError):
+    """A run did not behave as the benchmark expects (bad exit code, missing stamps...)."""
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+
+def marked_processes(marker: str) -> list[psutil.Process]:
+    """Every live process whose environment carries this invocation's marker."""
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get(MARKER_ENV) == marker:
+                found.append(proc)
+    return found
+
+
+def kill_marked(marker: str) -> list[int]:
+    """SIGKILL every process with the marker; returns their pids."""
+    procs = marked_processes(marker)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGKILL)
+    psutil.wait_procs(procs, timeout=5)
+    return [p.pid for p in procs]
+
+
+def child_env(marker: str, **extra: str) -> dict[str, str]:
+    return {**os.environ, MARKER_ENV: marker, **extra}
+
+
+def read_stamps(path: Path) -> list[tuple[float, str]]:
+    if not path.exists():
+        return []
+    stamps: list[tuple[float, str]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        stamp, _, who = line.partition(" ")
+        stamps.append((float(stamp), who))
+    return stamps
+
+
+def check_stamps(path: Path, n: int, what: str) -> float:
+    """The latest timestamp, after checking that exactly N distinct tasks wrote one."""
+    stamps = read_stamps(path)
+    names = {who for _, who in stamps}
+    if len(stamps) != n or len(names) != n:
+        raise BenchmarkError(f"{what}: expected {n} distinct stamps, got {len(stamps)} "
+                             f"from {len(names)} task(s)")
+    return max(t for t, _ in stamps)
+
+
+@dataclass(frozen=True)
+class CliRun:
+    exit_code: int
+    started_at: float  # wall clock just before Popen
+    ended_at: float  # wall clock when the CLI had exited
+    log: str  # the CLI's stdout + stderr
+
+
+def run_cli(argv: Sequence[str], marker: str, work: Path) -> CliRun:
+    """Run the tfcluster CLI to completion in ``work`` (killing everything it started if it
+    hangs). Its stdout and stderr go to ``work/cli.log``."""
+    log_path = work / "cli.log"
+    with log_path.open("wb") as log:
+        started = time.time()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                env=child_env(marker), cwd=work)
+        try:
+            code = proc.wait(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            proc.kill()
+            proc.wait()
+            kill_marked(marker)
+            raise BenchmarkError(f"{shlex.join(argv[:6])}... did not finish in "
+                                 f"{RUN_TIMEOUT_S:.0f}s") from exc
+        ended = time.time()
+    return CliRun(code, started, ended, log_path.read_text(encoding="utf-8", errors="replace"))
+
+
+def first_error(log: str) -> str:
+    """The first line of the CLI's output that looks like the reason it failed."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in lines:
+        if any(word in line for word in ("error", "bad ", "failed", "Traceback")):
+            return line
+    return lines[0] if lines else "(no output)"
+
+
+@contextlib.contextmanager
+def scratch(parent: Path, prefix: str) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# --- launch overhead ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchSample:
+    all_running_s: float
+    total_s: float
+
+
+def bare_popen(n: int, marker: str, work: Path) -> LaunchSample:
+    """N processes of the trivial entrypoint from a plain Popen loop."""
+    out = work / "stamps"
+    procs: list[subprocess.Popen[bytes]] = []
+    started = time.time()
+    try:
+        for index in range(n):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c", STAMP_CODE, str(out)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=child_env(marker, **{INDEX_ENV: str(index)})))
+        codes = [p.wait(timeout=RUN_TIMEOUT_S) for p in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    ended = time.time()
+    if any(codes):
+        raise BenchmarkError(f"bare Popen N={n}: exit codes {sorted(set(codes))}")
+    return LaunchSample(check_stamps(out, n, f"bare Popen N={n}") - started, ended - started)
+
+
+def tfcluster_local(tfcluster: Sequence[str], n: int, marker: str, work: Path) -> LaunchSample:
+    """``tfcluster local -n N`` of the trivial entrypoint."""
+    out = work / "stamps"
+    argv = [*tfcluster, "local", "-n", str(n), "--quiet", "--run-dir", str(work / "run"), "--",
+            sys.executable, "-c", STAMP_CODE, str(out)]
+    run = run_cli(argv, marker, work)
+    if run.exit_code != 0:
+        raise BenchmarkError(f"tfcluster local -n {n} exited {run.exit_code}: "
+                             f"{first_error(run.log)}")
+    latest = check_stamps(out, n, f"tfcluster N={n}")
+    return LaunchSample(latest - run.started_at, run.ended_at - run.started_at)
+
+
+@dataclass
+class SizeResult:
+    n: int
+    bare: list[LaunchSample] = field(default_factory=list)
+    tfcluster: list[LaunchSample] = field(default_factory=list)
+    error: str | None = None  # why tfcluster could not run this size (its repeats stop there)
+
+    @property
+    def bare_running(self) -> float:
+        return statistics.median(s.all_running_s for s in self.bare)
+
+    @property
+    def tf_running(self) -> float:
+        return statistics.median(s.all_running_s for s in self.tfcluster)
+
+    @property
+    def tf_total(self) -> float:
+        return statistics.median(s.total_s for s in self.tfcluster)
+
+    @property
+    def ratio(self) -> float:
+        return self.tf_running / self.bare_running
+
+
+def measure_launch(tfcluster: Sequence[str], sizes: Sequence[int], repeats: int, marker: str,
+                   tmp: Path) -> list[SizeResult]:
+    with scratch(tmp, "warmup-") as work:  # page cache: not counted
+        tfcluster_local(tfcluster, 1, marker, work)
+    with scratch(tmp, "warmup-") as work:
+        bare_popen(1, marker, work)
+    results: list[SizeResult] = []
+    for n in sizes:
+        result = SizeResult(n)
+        results.append(result)
+        for repeat in range(repeats):
+            with scratch(tmp, f"bare-{n}-") as work:
+                result.bare.append(bare_popen(n, marker, work))
+            with scratch(tmp, f"tf-{n}-") as work:
+                try:
+                    result.tfcluster.append(tfcluster_local(tfcluster, n, marker, work))
+                except BenchmarkError as exc:
+                    result.error = str(exc)
+                    progress(f"N={n} repeat {repeat + 1}/{repeats}: {exc}")
+                    kill_marked(marker)
+                    break
+            progress(f"N={n} repeat {repeat + 1}/{repeats}: bare {result.bare[-1].all_running_s:.3f}s,"
+                     f" tfcluster {result.tfcluster[-1].all_running_s:.3f}s "
+                     f"(exit after {result.tfcluster[-1].total_s:.3f}s)")
+    return results
+
+
+# --- failure detection --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DetectionSample:
+    detection_latency_ms: float  # the task_failed event's own figure (agent saw exit -> recorded)
+    end_to_end_ms: float  # task_failed ts - time the task wrote just before os._exit
+    exit_to_agent_ms: float  # died_at (the agent's clock at reaping) - time the task wrote
+    cli_exit_s: float  # from the task's exit until tfcluster itself had exited
+
+
+def detection_run(tfcluster: Sequence[str], marker: str, work: Path, sleep_s: float) -> DetectionSample:
+    run_dir, stamp = work / "run", work / "exit-stamp"
+    argv = [*tfcluster, "local", "-n", "4", "--quiet", "--run-dir", str(run_dir), "--",
+            sys.executable, "-c", FAIL_CODE, str(stamp), str(sleep_s)]
+    run = run_cli(argv, marker, work)
+    if run.exit_code != FAILING_EXIT_CODE:
+        raise BenchmarkError(f"failure drill: tfcluster exited {run.exit_code}, expected "
+                             f"{FAILING_EXIT_CODE}: {first_error(run.log)}")
+    leftovers = marked_processes(marker)
+    if leftovers:
+        raise BenchmarkError(f"failure drill: tfcluster left {len(leftovers)} process(es) "
+                             f"running: {[p.pid for p in leftovers]}")
+    events = [json.loads(line) for line in
+              (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    failed = [e for e in events if e.get("event") == "task_failed"]
+    if [e.get("task") for e in failed] != [FAILING_TASK]:
+        raise BenchmarkError(f"failure drill: expected one task_failed for {FAILING_TASK}, got "
+                             f"{[e.get('task') for e in failed]}")
+    event: dict[str, Any] = failed[0]
+    exited_at = float(stamp.read_text(encoding="utf-8").split()[0])
+    return DetectionSample(
+        detection_latency_ms=float(event["detection_latency_ms"]),
+        end_to_end_ms=(float(event["ts"]) - exited_at) * 1000,
+        exit_to_agent_ms=(float(event["died_at"]) - exited_at) * 1000,
+        cli_exit_s=run.ended_at - exited_at,
+    )
+
+
+def measure_detection(tfcluster: Sequence[str], runs: int, marker: str, tmp: Path,
+                      sleep_s: float) -> list[DetectionSample]:
+    samples: list[DetectionSample] = []
+    for index in range(runs):
+        with scratch(tmp, "detect-") as work:
+            samples.append(detection_run(tfcluster, marker, work, sleep_s))
+        last = samples[-1]
+        progress(f"detection run {index + 1}/{runs}: detection_latency_ms "
+                 f"{last.detection_latency_ms:.2f}, end-to-end {last.end_to_end_ms:.2f} ms")
+    return samples
+
+
+# --- report -------------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * pct / 100
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def launch_table(results: Sequence[SizeResult], repeats: int) -> list[str]:
+    lines = [
+        f"### Launch overhead (median of {repeats})",
+        "",
+        "| N | bare Popen loop (median s) | tfcluster to all running (median s) | ratio "
+        "| tfcluster total (median s) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        if r.tfcluster:
+            partial = f" ({len(r.tfcluster)} run(s) only)" if r.error else ""
+            lines.append(f"| {r.n} | {r.bare_running:.3f} | {r.tf_running:.3f}{partial} "
+                         f"| {r.ratio:.2f} | {r.tf_total:.3f} |")
+        else:
+            lines.append(f"| {r.n} | {r.bare_running:.3f} | FAILED | - | - |")
+    failed = [r for r in results if r.error]
+    if failed:
+        lines.append("")
+        lines += [f"- N={r.n}: tfcluster failed: {r.error}" for r in failed]
+    return lines
+
+
+def detection_table(samples: Sequence[DetectionSample]) -> list[str]:
+    rows: list[tuple[str, list[float], str]] = [
+        ("`detection_latency_ms` (agent saw exit -> coordinator recorded)",
+         [s.detection_latency_ms for s in samples], f"< {DETECTION_TARGET_MS:.0f} ms"),
+        ("end-to-end (task `time.time()` before `os._exit` -> `task_failed` ts)",
+         [s.end_to_end_ms for s in samples], f"< {DETECTION_TARGET_MS:.0f} ms"),
+        ("part of it: task exit -> agent reaped it (`died_at`)",
+         [s.exit_to_agent_ms for s in samples], ""),
+        ("task exit -> tfcluster CLI exited (teardown of the sleepers)",
+         [s.cli_exit_s * 1000 for s in samples], ""),
+    ]
+    lines = [
+        f"### Failure detection (tfcluster local -n 4, {FAILING_TASK} exits {FAILING_EXIT_CODE}; "
+        f"{len(samples)} runs)",
+        "",
+        "| metric | p50 (ms) | p95 (ms) | max (ms) | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name, values, target in rows:
+        lines.append(f"| {name} | {percentile(values, 50):.2f} | {percentile(values, 95):.2f} "
+                     f"| {max(values):.2f} | {target} |")
+    return lines
+
+
+def verdicts(results: Sequence[SizeResult], samples: Sequence[DetectionSample]) -> list[str]:
+    lines = ["### Targets", ""]
+    at_target = [r for r in results if r.n == RATIO_TARGET_N]
+    if at_target and not at_target[0].tfcluster:
+        lines.append(f"- ratio at N={RATIO_TARGET_N} < {RATIO_TARGET}: FAIL (tfcluster could not "
+                     f"start N={RATIO_TARGET_N} tasks)")
+    elif at_target:
+        ratio = at_target[0].ratio
+        ok = "PASS" if ratio < RATIO_TARGET else "FAIL"
+        lines.append(f"- ratio at N={RATIO_TARGET_N} < {RATIO_TARGET}: {ratio:.2f} -> {ok}")
+    else:
+        lines.append(f"- ratio at N={RATIO_TARGET_N} < {RATIO_TARGET}: not measured "
+                     f"(N={RATIO_TARGET_N} not in --sizes)")
+    if samples:
+        for name, values in (("detection_latency_ms", [s.detection_latency_ms for s in samples]),
+                             ("end-to-end detection", [s.end_to_end_ms for s in samples])):
+            p95 = percentile(values, 95)
+            ok = "PASS" if p95 < DETECTION_TARGET_MS else "FAIL"
+            lines.append(f"- {name} p95 < {DETECTION_TARGET_MS:.0f} ms: {p95:.2f} ms -> {ok}")
+    return lines
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from exc
+    if not sizes or any(n < 1 for n in sizes):
+        raise argparse.ArgumentTypeError("sizes must be positive integers")
+    return sizes
+
+
+def default_tfcluster() -> str:
+    beside = Path(sys.executable).parent / "tfcluster"
+    if beside.exists():
+        return shlex.quote(str(beside))
+    return shlex.quote(shutil.which("tfcluster") or str(beside))
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=parse_sizes, default=[1, 8, 32, 64],
+                        help="comma-separated task counts (default 1,8,32,64)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per size (median; default 5)")
+    parser.add_argument("--detect-runs", type=int, default=10,
+                        help="failure-detection runs (default 10; 0 skips them)")
+    parser.add_argument("--fail-after", type=float, default=0.5, metavar="S",
+                        help=f"seconds {FAILING_TASK} sleeps before exiting (default 0.5)")
+    parser.add_argument("--tfcluster", type=shlex.split, default=default_tfcluster(),
+                        help="how to run tfcluster, e.g. 'python -m launcher' (default: the "
+                        "console script beside this python)")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    if args.detect_runs < 0:
+        parser.error("--detect-runs must not be negative")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    marker = uuid.uuid4().hex
+    progress(f"tfcluster: {shlex.join(args.tfcluster)}; python: {sys.executable}; "
+             f"marker {MARKER_ENV}={marker}")
+    print(f"Host: {os.cpu_count()} CPU(s), load average before the runs "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; python {sys.version.split()[0]}")
+    print()
+    status = 0
+    results: list[SizeResult] = []
+    samples: list[DetectionSample] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="tfcluster-bench-") as tmp:
+            results = measure_launch(args.tfcluster, args.sizes, args.repeats, marker, Path(tmp))
+            samples = measure_detection(args.tfcluster, args.detect_runs, marker, Path(tmp),
+                                        args.fail_after)
+    except BenchmarkError as exc:
+        progress(f"benchmark failed: {exc}")
+        status = 1
+    finally:
+        killed = kill_marked(marker)
+    if any(r.error for r in results):
+        status = 1
+    if any(r.bare for r in results):
+        print("\n".join(launch_table([r for r in results if r.bare], args.repeats)))
+        print()
+    if samples:
+        print("\n".join(detection_table(samples)))
+        print()
+    print("\n".join(verdicts(results, samples)))
+    print(f"- load average after the runs: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if killed:
+        print(f"- leftover processes: {len(killed)} with {MARKER_ENV} were still running and "
+              f"were killed: {killed}")
+        status = 1
+    else:
+        print(f"- leftover processes: none with {MARKER_ENV}={marker} (checked with psutil)")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
