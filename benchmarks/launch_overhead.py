@@ -1,6 +1,6 @@
 """Launch overhead and failure-detection latency of ``tfcluster local``.
 
-Run from the repository root::
+Run it with the project's interpreter (the tasks use the same one)::
 
     .venv/bin/python benchmarks/launch_overhead.py [--sizes 1,8,32,64] [--repeats 5] [--detect-runs 10]
 
@@ -8,7 +8,9 @@ Launch overhead. For every N in ``--sizes`` it starts, ``--repeats`` times each 
 
 - ``tfcluster local -n N --quiet --run-dir <tmp> -- <python> -c <stamp> <file>`` as a subprocess of
   this script, and
-- the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop,
+- the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop (each in
+  its own session, as the agent starts tasks: with Linux scheduler autogroups a session is a
+  scheduling group, so on a busy host this decides their CPU share; ``--bare-same-session`` for not),
 
 where ``<stamp>`` is a trivial entrypoint that appends ``time.time()`` and its task name to ``<file>``
 (``O_APPEND``, one short line, so concurrent writes never interleave) and exits 0. "All running" is the
@@ -49,7 +51,6 @@ from typing import Any
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
 MARKER_ENV = "TFCLUSTER_BENCH_MARKER"
 INDEX_ENV = "TFCLUSTER_BENCH_INDEX"
 RATIO_TARGET = 1.5
@@ -163,13 +164,24 @@ def run_cli(argv: Sequence[str], marker: str, work: Path) -> CliRun:
     return CliRun(code, started, ended, log_path.read_text(encoding="utf-8", errors="replace"))
 
 
-def first_error(log: str) -> str:
-    """The first line of the CLI's output that looks like the reason it failed."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    for line in lines:
-        if any(word in line for word in ("error", "bad ", "failed", "Traceback")):
-            return line
-    return lines[0] if lines else "(no output)"
+def failure_reason(run: CliRun, run_dir: Path) -> str:
+    """Why a tfcluster run failed, in one line: what the CLI said about an agent, the root cause
+    from ``events.jsonl`` and the last line of an agent's traceback, whichever exist."""
+    parts = [line.removeprefix("tfcluster: ").strip() for line in run.log.splitlines()
+             if "agent on" in line][:1]
+    with contextlib.suppress(OSError, ValueError):
+        for line in (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            cause = event.get("root_cause") if event.get("event") == "job_failed" else None
+            if isinstance(cause, dict):
+                parts.append(f"root cause {cause.get('task')} {cause.get('kind')}: "
+                             f"{cause.get('message') or cause.get('exit_code')}")
+    for log in sorted(run_dir.glob("attempt-*/agent-*.log")):
+        text = log.read_text(encoding="utf-8", errors="replace")
+        if "Traceback" in text:
+            last = [line for line in text.splitlines() if line.strip()][-1]
+            parts.append(f"agent crashed ({log.name}): {last.strip()}")
+    return "; ".join(parts) or f"exit code {run.exit_code}, no further detail"
 
 
 @contextlib.contextmanager
@@ -190,8 +202,9 @@ class LaunchSample:
     total_s: float
 
 
-def bare_popen(n: int, marker: str, work: Path) -> LaunchSample:
-    """N processes of the trivial entrypoint from a plain Popen loop."""
+def bare_popen(n: int, marker: str, work: Path, new_session: bool = True) -> LaunchSample:
+    """N processes of the trivial entrypoint from a plain Popen loop. Like tfcluster's agent, it
+    starts each in its own session unless ``new_session`` is False (see ``--bare-same-session``)."""
     out = work / "stamps"
     procs: list[subprocess.Popen[bytes]] = []
     started = time.time()
@@ -200,7 +213,7 @@ def bare_popen(n: int, marker: str, work: Path) -> LaunchSample:
             procs.append(subprocess.Popen(
                 [sys.executable, "-c", STAMP_CODE, str(out)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env=child_env(marker, **{INDEX_ENV: str(index)})))
+                env=child_env(marker, **{INDEX_ENV: str(index)}), start_new_session=new_session))
         codes = [p.wait(timeout=RUN_TIMEOUT_S) for p in procs]
     finally:
         for proc in procs:
@@ -220,8 +233,7 @@ def tfcluster_local(tfcluster: Sequence[str], n: int, marker: str, work: Path) -
             sys.executable, "-c", STAMP_CODE, str(out)]
     run = run_cli(argv, marker, work)
     if run.exit_code != 0:
-        raise BenchmarkError(f"tfcluster local -n {n} exited {run.exit_code}: "
-                             f"{first_error(run.log)}")
+        raise BenchmarkError(f"exit {run.exit_code}: {failure_reason(run, work / 'run')}")
     latest = check_stamps(out, n, f"tfcluster N={n}")
     return LaunchSample(latest - run.started_at, run.ended_at - run.started_at)
 
@@ -231,7 +243,7 @@ class SizeResult:
     n: int
     bare: list[LaunchSample] = field(default_factory=list)
     tfcluster: list[LaunchSample] = field(default_factory=list)
-    error: str | None = None  # why tfcluster could not run this size (its repeats stop there)
+    errors: list[str] = field(default_factory=list)  # why tfcluster runs of this size failed
 
     @property
     def bare_running(self) -> float:
@@ -251,7 +263,7 @@ class SizeResult:
 
 
 def measure_launch(tfcluster: Sequence[str], sizes: Sequence[int], repeats: int, marker: str,
-                   tmp: Path) -> list[SizeResult]:
+                   tmp: Path, *, new_session: bool = True) -> list[SizeResult]:
     with scratch(tmp, "warmup-") as work:  # page cache: not counted
         tfcluster_local(tfcluster, 1, marker, work)
     with scratch(tmp, "warmup-") as work:
@@ -262,15 +274,15 @@ def measure_launch(tfcluster: Sequence[str], sizes: Sequence[int], repeats: int,
         results.append(result)
         for repeat in range(repeats):
             with scratch(tmp, f"bare-{n}-") as work:
-                result.bare.append(bare_popen(n, marker, work))
+                result.bare.append(bare_popen(n, marker, work, new_session))
             with scratch(tmp, f"tf-{n}-") as work:
                 try:
                     result.tfcluster.append(tfcluster_local(tfcluster, n, marker, work))
                 except BenchmarkError as exc:
-                    result.error = str(exc)
-                    progress(f"N={n} repeat {repeat + 1}/{repeats}: {exc}")
+                    result.errors.append(str(exc))
+                    progress(f"N={n} repeat {repeat + 1}/{repeats}: tfcluster failed: {exc}")
                     kill_marked(marker)
-                    break
+                    continue
             progress(f"N={n} repeat {repeat + 1}/{repeats}: bare {result.bare[-1].all_running_s:.3f}s,"
                      f" tfcluster {result.tfcluster[-1].all_running_s:.3f}s "
                      f"(exit after {result.tfcluster[-1].total_s:.3f}s)")
@@ -295,7 +307,7 @@ def detection_run(tfcluster: Sequence[str], marker: str, work: Path, sleep_s: fl
     run = run_cli(argv, marker, work)
     if run.exit_code != FAILING_EXIT_CODE:
         raise BenchmarkError(f"failure drill: tfcluster exited {run.exit_code}, expected "
-                             f"{FAILING_EXIT_CODE}: {first_error(run.log)}")
+                             f"{FAILING_EXIT_CODE}: {failure_reason(run, run_dir)}")
     leftovers = marked_processes(marker)
     if leftovers:
         raise BenchmarkError(f"failure drill: tfcluster left {len(leftovers)} process(es) "
@@ -343,9 +355,10 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def launch_table(results: Sequence[SizeResult], repeats: int) -> list[str]:
+def launch_table(results: Sequence[SizeResult], repeats: int, new_session: bool) -> list[str]:
     lines = [
-        f"### Launch overhead (median of {repeats})",
+        f"### Launch overhead (median of {repeats}; bare processes "
+        f"{'each in its own session' if new_session else 'in one session'})",
         "",
         "| N | bare Popen loop (median s) | tfcluster to all running (median s) | ratio "
         "| tfcluster total (median s) |",
@@ -353,15 +366,19 @@ def launch_table(results: Sequence[SizeResult], repeats: int) -> list[str]:
     ]
     for r in results:
         if r.tfcluster:
-            partial = f" ({len(r.tfcluster)} run(s) only)" if r.error else ""
+            partial = f" ({len(r.errors)} of {repeats} failed)" if r.errors else ""
             lines.append(f"| {r.n} | {r.bare_running:.3f} | {r.tf_running:.3f}{partial} "
                          f"| {r.ratio:.2f} | {r.tf_total:.3f} |")
         else:
-            lines.append(f"| {r.n} | {r.bare_running:.3f} | FAILED | - | - |")
-    failed = [r for r in results if r.error]
+            lines.append(f"| {r.n} | {r.bare_running:.3f} | FAILED ({len(r.errors)} of {repeats}) "
+                         f"| - | - |")
+    failed = [r for r in results if r.errors]
     if failed:
         lines.append("")
-        lines += [f"- N={r.n}: tfcluster failed: {r.error}" for r in failed]
+    for r in failed:
+        for error in dict.fromkeys(r.errors):  # distinct reasons, in order
+            times = r.errors.count(error)
+            lines.append(f"- N={r.n}: tfcluster failed{f' {times}x' if times > 1 else ''}: {error}")
     return lines
 
 
@@ -443,6 +460,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tfcluster", type=shlex.split, default=default_tfcluster(),
                         help="how to run tfcluster, e.g. 'python -m launcher' (default: the "
                         "console script beside this python)")
+    parser.add_argument("--bare-same-session", action="store_true",
+                        help="start the bare processes in this script's session (default: each in "
+                        "its own, as the agent does; with CONFIG_SCHED_AUTOGROUP that decides how "
+                        "much CPU they get on a busy host)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -464,7 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     samples: list[DetectionSample] = []
     try:
         with tempfile.TemporaryDirectory(prefix="tfcluster-bench-") as tmp:
-            results = measure_launch(args.tfcluster, args.sizes, args.repeats, marker, Path(tmp))
+            results = measure_launch(args.tfcluster, args.sizes, args.repeats, marker, Path(tmp),
+                                     new_session=not args.bare_same_session)
             samples = measure_detection(args.tfcluster, args.detect_runs, marker, Path(tmp),
                                         args.fail_after)
     except BenchmarkError as exc:
@@ -472,10 +494,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = 1
     finally:
         killed = kill_marked(marker)
-    if any(r.error for r in results):
+    if any(r.errors for r in results):
         status = 1
     if any(r.bare for r in results):
-        print("\n".join(launch_table([r for r in results if r.bare], args.repeats)))
+        print("\n".join(launch_table([r for r in results if r.bare], args.repeats,
+                                     not args.bare_same_session)))
         print()
     if samples:
         print("\n".join(detection_table(samples)))

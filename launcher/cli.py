@@ -63,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="the chief's checkpoint directory (TFCLUSTER_CHECKPOINT_DIR)")
     local.add_argument("--grace-period", type=float, default=10.0, metavar="S",
                        help="seconds between TERM and KILL when stopping tasks (default 10)")
+    local.add_argument("--hang-timeout", type=float, metavar="S",
+                       help="a task that reported steps but no new one for S seconds is hung "
+                       "(default: off; tasks report steps with worker.report)")
+    local.add_argument("--startup-timeout", type=float, metavar="S",
+                       help="a task that reports no step within S seconds is stuck (default: off)")
     local.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
                        help="command to run (after --)")
     _run_options(local)
@@ -161,7 +166,8 @@ def local_spec_data(args: argparse.Namespace) -> dict[str, Any]:
     data: dict[str, Any] = {
         "name": args.name, "entrypoint": entrypoint, "tasks": tasks,
         "restart": {"max_restarts": args.max_restarts},
-        "health": {"grace_period_s": args.grace_period},
+        "health": {"grace_period_s": args.grace_period, "hang_timeout_s": args.hang_timeout,
+                   "startup_timeout_s": args.startup_timeout},
     }
     if args.checkpoint_dir:
         data["checkpoint"] = {"dir": args.checkpoint_dir}

@@ -22,6 +22,9 @@ class FailureKind(str, Enum):
     LOST_HOST = "lost_host"        # its agent / connection went away
     HUNG = "hung"                  # no progress for health.hang_timeout_s
     STARTUP_TIMEOUT = "startup_timeout"  # no first step within health.startup_timeout_s
+    PREEMPTED = "preempted"        # saved a checkpoint and exited with the preemption code
+    RESTORE_FAILED = "restore_failed"  # could not restore the checkpoint it was given
+    STEP_MISMATCH = "step_mismatch"  # the tasks of one attempt started from different steps
 
 
 #: What TensorFlow prints when its gRPC server cannot bind the task's port.
@@ -62,6 +65,8 @@ class TaskFailure:
 
     def headline(self) -> str:
         where = f"{self.task} on {self.host} (attempt {self.attempt})"
+        if self.kind is FailureKind.PREEMPTED:
+            return f"{where} was preempted: it saved a checkpoint and exited {self.exit_code}"
         if self.kind is FailureKind.PORT_CONFLICT:
             return f"{where} could not bind its gRPC port (port taken by another process)"
         if self.message and self.exit_code is None and self.signal is None:

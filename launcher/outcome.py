@@ -25,7 +25,17 @@ class AttemptResult:
     ports: dict[str, int] = field(default_factory=dict)
     resume_step: int | None = None
     max_step: int | None = None
+    first_progress_at: float | None = None
     interrupt_signal: str | None = None
+    #: Step of the latest complete chief checkpoint after this attempt (None: none / unknown).
+    checkpoint_step: int | None = None
+    #: Whether the attempt moved the latest checkpoint forward (None: the job has no checkpoints).
+    made_progress: bool | None = None
+
+    @property
+    def cause_kind(self) -> FailureKind | None:
+        cause = self.root_cause
+        return None if cause is None else cause.kind
 
     @property
     def root_cause(self) -> TaskFailure | None:
@@ -33,8 +43,16 @@ class AttemptResult:
 
     @property
     def port_conflict(self) -> bool:
-        cause = self.root_cause
-        return cause is not None and cause.kind is FailureKind.PORT_CONFLICT
+        return self.cause_kind is FailureKind.PORT_CONFLICT
+
+    @property
+    def preempted(self) -> bool:
+        return self.cause_kind is FailureKind.PREEMPTED
+
+    @property
+    def charged(self) -> bool:
+        """Whether this attempt uses up one of ``restart.max_restarts``."""
+        return self.status is AttemptStatus.FAILED and not (self.port_conflict or self.preempted)
 
     def to_dict(self) -> dict[str, Any]:
         cause = self.root_cause
@@ -46,6 +64,9 @@ class AttemptResult:
             "duration_s": round(self.ended_at - self.started_at, 3),
             "resume_step": self.resume_step,
             "max_step": self.max_step,
+            "first_progress_at": self.first_progress_at,
+            "checkpoint_step": self.checkpoint_step,
+            "made_progress": self.made_progress,
             "root_cause": None if cause is None else cause.to_dict(),
             "failures": [f.to_dict() for f in sorted(self.failures, key=lambda f: f.died_at)],
             "ports": self.ports,

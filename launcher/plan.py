@@ -31,7 +31,7 @@ class ResumePoint:
     """The checkpoint every task of the next attempt restores."""
 
     checkpoint: str
-    step: int
+    step: int | None  # None when the checkpoint's name carries no step number
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,11 @@ class LaunchPlan:
     @property
     def tasks(self) -> tuple[TaskPlan, ...]:
         return tuple(sorted((t for h in self.hosts for t in h.tasks), key=_task_order))
+
+    @property
+    def chief_host(self) -> HostPlan:
+        """The host of the task that writes checkpoints (chief:0, else worker:0)."""
+        return self.host_of(self.tasks[0].task)
 
     def host_of(self, task: TaskId) -> HostPlan:
         for host in self.hosts:
@@ -197,7 +202,8 @@ def plan(
             task_env[env.CHECKPOINT_DIR] = checkpoint_dir
         if resume is not None:
             task_env[env.RESUME_CHECKPOINT] = resume.checkpoint
-            task_env[env.RESUME_STEP] = str(resume.step)
+            if resume.step is not None:
+                task_env[env.RESUME_STEP] = str(resume.step)
         cwd = _local_path(spec.workdir, base_dir) if local else spec.workdir
         host_tasks.setdefault(slot.host, []).append(TaskPlan(
             task=slot.task, host=slot.host, port=port_of[slot.task], tf_config=tf_config,

@@ -244,6 +244,9 @@ class RestartSpec(BaseModel):
     max_restarts: Annotated[int, Field(strict=True, ge=0)] = 3
     backoff_s: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 1.0
     backoff_max_s: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 30.0
+    #: Give up early when this many consecutive failed attempts made no checkpoint progress
+    #: (a crash loop); null turns the check off.
+    crash_loop_attempts: Annotated[int, Field(strict=True, ge=1)] | None = 3
 
     @model_validator(mode="after")
     def _backoff_order(self) -> RestartSpec:
@@ -257,10 +260,23 @@ class HealthSpec(BaseModel):
 
     model_config = _FROZEN
 
-    startup_timeout_s: Seconds = 300.0
-    hang_timeout_s: Seconds = 120.0
+    #: A task that reports no training step this long after it started is stuck at start-up;
+    #: null turns the check off (for scripts that never call ``worker.report``).
+    startup_timeout_s: Seconds | None = 300.0
+    #: A task that reported steps but no new one for this long is hung; null turns it off.
+    hang_timeout_s: Seconds | None = 120.0
     grace_period_s: Seconds = 10.0
     heartbeat_interval_s: Seconds = 1.0
+    #: An agent that sends nothing (not even a heartbeat) this long is a lost host.
+    heartbeat_timeout_s: Seconds = 15.0
+
+    @model_validator(mode="after")
+    def _heartbeat_order(self) -> HealthSpec:
+        if self.heartbeat_timeout_s <= self.heartbeat_interval_s:
+            raise _Problems([("heartbeat_timeout_s",
+                              f"must be longer than heartbeat_interval_s "
+                              f"({self.heartbeat_interval_s})")])
+        return self
 
 
 class ClusterSpec(BaseModel):

@@ -18,6 +18,7 @@ import sys
 import time
 
 import worker
+from worker import reporting
 
 GRPC_BIND_ERROR = (
     "tensorflow.python.framework.errors_impl.UnknownError: Could not start gRPC server"
@@ -30,10 +31,12 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--step-time", type=float, default=0.01, help="simulated work per step")
     parser.add_argument("--bind", action="store_true", help="listen on our TF_CONFIG address")
     parser.add_argument("--checkpoint-every", type=int, default=0)
-    parser.add_argument("--fail-task", default="", help="task id that fails, e.g. worker:1")
+    parser.add_argument("--fail-task", default="",
+                        help="task id that fails, e.g. worker:1, or 'all'")
     parser.add_argument("--fail-at-step", type=int, default=0)
     parser.add_argument("--fail-mode", default="exit:1",
-                        help="exit:N | signal:NAME | raise | hang | grpc-bind")
+                        help="exit:N | signal:NAME | raise | hang | grpc-bind | preempt "
+                        "(the chief saves a checkpoint at this step, every task exits 143)")
     parser.add_argument("--fail-attempts", default="",
                         help="comma-separated attempts on which to fail (default: every one)")
     parser.add_argument("--spawn-child", action="store_true", help="start a sleeping child")
@@ -41,6 +44,8 @@ def parse() -> argparse.Namespace:
                         help="start a grandchild that leaves our session (double fork + setsid)")
     parser.add_argument("--ignore-term", action="store_true", help="ignore SIGTERM")
     parser.add_argument("--pid-file-dir", default="", help="write <task>.pid files here")
+    parser.add_argument("--ignore-resume-task", default="",
+                        help="this task starts from step 0 whatever it is told (misconfiguration)")
     return parser.parse_args()
 
 
@@ -65,17 +70,38 @@ def bind_own_address(ctx: worker.TaskContext) -> socket.socket | None:
 
 
 def write_checkpoint(directory: str, step: int) -> None:
-    """Files laid out as tf.train.CheckpointManager writes them (contents are not TF's)."""
+    """Files laid out as tf.train.CheckpointManager writes them (contents are not TF's): the
+    data and index files first, then the ``checkpoint`` state file listing every checkpoint."""
     os.makedirs(directory, exist_ok=True)
     prefix = os.path.join(directory, f"ckpt-{step}")
     for suffix in (".data-00000-of-00001", ".index"):
         with open(prefix + suffix, "w") as handle:
             handle.write(f"step {step}\n")
+    steps = sorted(int(n[5:-6]) for n in os.listdir(directory)
+                   if n.startswith("ckpt-") and n.endswith(".index"))
+    lines = [f'model_checkpoint_path: "ckpt-{step}"']
+    lines += [f'all_model_checkpoint_paths: "ckpt-{s}"' for s in steps]
     state = os.path.join(directory, "checkpoint")
     with open(state + ".tmp", "w") as handle:
-        handle.write(f'model_checkpoint_path: "ckpt-{step}"\n'
-                     f'all_model_checkpoint_paths: "ckpt-{step}"\n')
+        handle.write("\n".join(lines) + "\n")
     os.replace(state + ".tmp", state)
+
+
+def restore(ctx: worker.TaskContext) -> int:
+    """Check the resume checkpoint like a real restore would; report and fail if it is bad."""
+    if ctx.resume_checkpoint is None:
+        return 0
+    data = ctx.resume_checkpoint + ".data-00000-of-00001"
+    try:
+        with open(data) as handle:
+            content = handle.read()
+    except OSError as exc:
+        content = str(exc)
+    if content != f"step {ctx.resume_step}\n":
+        reporting.send({"kind": "restore_failed", "checkpoint": ctx.resume_checkpoint,
+                        "error": f"unreadable data file: {content[:80]!r}"})
+        raise SystemExit(f"fake_trainer: cannot restore {ctx.resume_checkpoint}")
+    return ctx.resume_step or 0
 
 
 def fail(mode: str) -> None:
@@ -112,11 +138,15 @@ def main() -> None:
         code = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)\n")
         subprocess.run([sys.executable, "-c", code], check=True)
     attempts = {int(a) for a in args.fail_attempts.split(",") if a.strip()}
-    fails_here = str(ctx.task) == args.fail_task and (not attempts or ctx.attempt in attempts)
-    start = ctx.resume_step or 0
+    fails_here = args.fail_task in (str(ctx.task), "all") and (not attempts or ctx.attempt in attempts)
+    start = 0 if str(ctx.task) == args.ignore_resume_task else restore(ctx)
     print(f"fake_trainer {ctx.task} attempt {ctx.attempt} starting at step {start}", flush=True)
     for step in range(start + 1, args.steps + 1):
         if fails_here and step == args.fail_at_step:
+            if args.fail_mode == "preempt":
+                if ctx.is_chief and ctx.checkpoint_dir:
+                    write_checkpoint(ctx.checkpoint_dir, step - 1)
+                args.fail_mode = "exit:143"
             fail(args.fail_mode)
         time.sleep(args.step_time)
         worker.report(step, loss=1.0 / step)

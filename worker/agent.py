@@ -210,6 +210,7 @@ class Agent:
             for task in self.tasks.values():
                 if task.running and task.stack_dumps and task.pid is not None:
                     with contextlib.suppress(ProcessLookupError):
+                        os.kill(task.pid, signal.SIGCONT)  # a stopped task cannot dump
                         os.kill(task.pid, STACK_DUMP_SIGNAL)
         else:
             self.emit(AgentError(message=f"unexpected command {command.TYPE!r}"))
@@ -252,6 +253,7 @@ class Agent:
         self.kill_at = deadline
         if first:
             process_tree.signal_tree(self._pgids(), signal.SIGTERM)
+            process_tree.signal_tree(self._pgids(), signal.SIGCONT)  # stopped ones must see TERM
 
     def _pgids(self) -> list[int]:
         return [t.pid for t in self.tasks.values() if t.pid is not None]

@@ -9,3 +9,7 @@ CHECKPOINT_DIR = "TFCLUSTER_CHECKPOINT_DIR"
 RESUME_CHECKPOINT = "TFCLUSTER_RESUME_CHECKPOINT"
 RESUME_STEP = "TFCLUSTER_RESUME_STEP"
 REPORT_FD = "TFCLUSTER_REPORT_FD"
+
+#: Exit code of a task that saved a checkpoint on a preemption notice (SIGTERM) and wants the job
+#: restarted: TensorFlow's own "restartable" code (failure_handling_util._RESTARTABLE_EXIT_CODE).
+PREEMPTION_EXIT_CODE = 143
