@@ -29,7 +29,9 @@ sshd:
 
 demo: $(STAMP)
 	@rm -rf runs/demo
-	@$(BIN)/tfcluster run cluster_specs/local-chief-2workers.yaml --run-dir runs/demo
+	@$(BIN)/tfcluster drill cluster_specs/local-chief-2workers.yaml \
+		--task worker:1 --at-step 150 --fault kill \
+		--checkpoint-dir runs/demo/checkpoints --run-dir runs/demo/run
 
 test: $(STAMP) sshd
 	@$(BIN)/python -m pytest -q

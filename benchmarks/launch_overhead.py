@@ -8,9 +8,10 @@ Launch overhead. For every N in ``--sizes`` it starts, ``--repeats`` times each 
 
 - ``tfcluster local -n N --quiet --run-dir <tmp> -- <python> -c <stamp> <file>`` as a subprocess of
   this script, and
-- the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop (each in
-  its own session, as the agent starts tasks: with Linux scheduler autogroups a session is a
-  scheduling group, so on a busy host this decides their CPU share; ``--bare-same-session`` for not),
+- the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop, each in
+  its own session as the agent starts its tasks (with Linux scheduler autogroups a session is a
+  scheduling group, which on a busy host changes their CPU share a lot; ``--bare-same-session``
+  starts them in this script's session instead),
 
 where ``<stamp>`` is a trivial entrypoint that appends ``time.time()`` and its task name to ``<file>``
 (``O_APPEND``, one short line, so concurrent writes never interleave) and exits 0. "All running" is the
@@ -329,11 +330,18 @@ def detection_run(tfcluster: Sequence[str], marker: str, work: Path, sleep_s: fl
 
 
 def measure_detection(tfcluster: Sequence[str], runs: int, marker: str, tmp: Path,
-                      sleep_s: float) -> list[DetectionSample]:
+                      sleep_s: float, *, errors: list[str]) -> list[DetectionSample]:
+    """The samples of the runs that behaved; the others' reasons are appended to ``errors``."""
     samples: list[DetectionSample] = []
     for index in range(runs):
         with scratch(tmp, "detect-") as work:
-            samples.append(detection_run(tfcluster, marker, work, sleep_s))
+            try:
+                samples.append(detection_run(tfcluster, marker, work, sleep_s))
+            except BenchmarkError as exc:
+                errors.append(str(exc))
+                progress(f"detection run {index + 1}/{runs}: {exc}")
+                kill_marked(marker)
+                continue
         last = samples[-1]
         progress(f"detection run {index + 1}/{runs}: detection_latency_ms "
                  f"{last.detection_latency_ms:.2f}, end-to-end {last.end_to_end_ms:.2f} ms")
@@ -382,7 +390,7 @@ def launch_table(results: Sequence[SizeResult], repeats: int, new_session: bool)
     return lines
 
 
-def detection_table(samples: Sequence[DetectionSample]) -> list[str]:
+def detection_table(samples: Sequence[DetectionSample], errors: Sequence[str]) -> list[str]:
     rows: list[tuple[str, list[float], str]] = [
         ("`detection_latency_ms` (agent saw exit -> coordinator recorded)",
          [s.detection_latency_ms for s in samples], f"< {DETECTION_TARGET_MS:.0f} ms"),
@@ -403,6 +411,9 @@ def detection_table(samples: Sequence[DetectionSample]) -> list[str]:
     for name, values, target in rows:
         lines.append(f"| {name} | {percentile(values, 50):.2f} | {percentile(values, 95):.2f} "
                      f"| {max(values):.2f} | {target} |")
+    if errors:
+        lines.append("")
+        lines += [f"- failed run (not counted): {error}" for error in errors]
     return lines
 
 
@@ -483,25 +494,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = 0
     results: list[SizeResult] = []
     samples: list[DetectionSample] = []
+    detection_errors: list[str] = []
     try:
         with tempfile.TemporaryDirectory(prefix="tfcluster-bench-") as tmp:
             results = measure_launch(args.tfcluster, args.sizes, args.repeats, marker, Path(tmp),
                                      new_session=not args.bare_same_session)
             samples = measure_detection(args.tfcluster, args.detect_runs, marker, Path(tmp),
-                                        args.fail_after)
+                                        args.fail_after, errors=detection_errors)
     except BenchmarkError as exc:
         progress(f"benchmark failed: {exc}")
         status = 1
     finally:
         killed = kill_marked(marker)
-    if any(r.errors for r in results):
+    if detection_errors or any(r.errors for r in results):
         status = 1
     if any(r.bare for r in results):
         print("\n".join(launch_table([r for r in results if r.bare], args.repeats,
                                      not args.bare_same_session)))
         print()
     if samples:
-        print("\n".join(detection_table(samples)))
+        print("\n".join(detection_table(samples, detection_errors)))
         print()
     print("\n".join(verdicts(results, samples)))
     print(f"- load average after the runs: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

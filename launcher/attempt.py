@@ -19,6 +19,7 @@ from typing import Any
 
 from launcher.backends.base import AgentClosed, AgentEvent, AgentHandle, AgentStartError, Backend
 from launcher.console import Console
+from launcher.drill import Fault
 from launcher.failures import FailureKind, TaskFailure, format_report, is_port_conflict
 from launcher.health import HealthIssue, HealthMonitor
 from launcher.outcome import AttemptResult, AttemptStatus
@@ -34,6 +35,7 @@ from worker.protocol import (
     Exited,
     Output,
     Progress,
+    SignalTasks,
     Started,
     TaskReport,
     Terminate,
@@ -78,7 +80,7 @@ class AttemptRunner:
     def __init__(self, launch_plan: LaunchPlan, *, backend: Backend,
                  inbox: queue.SimpleQueue[QueueItem], run_dir: RunDir, console: Console,
                  emit: Emit, machine: JobStateMachine, health: HealthSpec,
-                 bad_checkpoints: set[str]) -> None:
+                 bad_checkpoints: set[str], fault: Fault | None = None) -> None:
         self.plan = launch_plan
         self.backend = backend
         self.inbox = inbox
@@ -87,6 +89,8 @@ class AttemptRunner:
         self._emit = emit
         self.machine = machine
         self.bad_checkpoints = bad_checkpoints
+        self.fault = fault
+        self.fault_injected = False
         self.tasks = {str(t.task): TaskRuntime(t) for t in launch_plan.tasks}
         self.logs = TaskLogs(run_dir, launch_plan.attempt)
         self.handles: dict[str, AgentHandle] = {}
@@ -244,6 +248,20 @@ class AttemptRunner:
                       metrics=message.metrics, first=first)
         if first:
             self._check_start_steps(received_at)
+        if self.fault is not None and not self.fault_injected and self.stopping_since is None \
+                and self.fault.due(self.plan.attempt, message.task, message.step):
+            self._inject(self.fault, message.step)
+
+    def _inject(self, fault: Fault, step: int) -> None:
+        host = self.tasks[fault.task].plan.host
+        handle = self.handles.get(host)
+        if handle is None:
+            return
+        self.fault_injected = True
+        handle.send(SignalTasks(signal=fault.signal.name, task=fault.task))
+        self.emit("fault_injected", task=fault.task, host=host, signal=fault.signal.name,
+                  step=step)
+        self.console.warn(f"drill: sent {fault.signal.name} to {fault.task} at step {step}")
 
     def _check_start_steps(self, now: float) -> None:
         """MWMS tasks run in lock-step: if they begin at different steps, they restored different

@@ -7,16 +7,20 @@ command ever imports TensorFlow.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from launcher.drill import Fault
     from launcher.spec import ClusterSpec
 
 EXIT_BAD_SPEC = 2
+FAULT_NAMES = ("kill", "term", "stop")
 
 _DESCRIPTION = """\
 Launch TensorFlow MultiWorkerMirroredStrategy jobs on a cluster described by a YAML spec (or on a
@@ -71,6 +75,21 @@ def _parser() -> argparse.ArgumentParser:
     local.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
                        help="command to run (after --)")
     _run_options(local)
+
+    drill = verbs.add_parser(
+        "drill", help="run a spec and hurt one task on purpose; report the recovery",
+        description="Run the job of SPEC like 'run' and, the first time TASK reports step N, send "
+        "it a fault: kill (SIGKILL, a crash), term (SIGTERM, a preemption notice), stop (SIGSTOP, "
+        "a hang; needs health.hang_timeout_s). Prints detection latency, recovery time and steps "
+        "lost, computed from events.jsonl.")
+    drill.add_argument("spec", metavar="SPEC")
+    drill.add_argument("--task", required=True, help="task to hurt, e.g. worker:1")
+    drill.add_argument("--at-step", type=int, required=True, metavar="N",
+                       help="inject the fault when the task reports step N (or later)")
+    drill.add_argument("--fault", choices=sorted(FAULT_NAMES), default="kill")
+    drill.add_argument("--checkpoint-dir", metavar="DIR",
+                       help="use DIR as the chief's checkpoint directory instead of the spec's")
+    _run_options(drill)
 
     show = verbs.add_parser("plan", help="print exactly what 'run' would start",
                             description="Print, for every task, its host, TF_CONFIG, argv, "
@@ -132,15 +151,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _load_for_run(args: argparse.Namespace) -> ClusterSpec | None:
     from launcher.spec import CheckpointSpec
 
     spec = _load(args.spec)
+    if spec is not None and args.checkpoint_dir:
+        spec = spec.model_copy(update={"checkpoint": CheckpointSpec(dir=args.checkpoint_dir)})
+    return spec
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = _load_for_run(args)
+    return EXIT_BAD_SPEC if spec is None else _run(spec, args)
+
+
+def cmd_drill(args: argparse.Namespace) -> int:
+    from launcher import drill
+    from launcher.events import read_events
+
+    spec = _load_for_run(args)
     if spec is None:
         return EXIT_BAD_SPEC
-    if args.checkpoint_dir:
-        spec = spec.model_copy(update={"checkpoint": CheckpointSpec(dir=args.checkpoint_dir)})
-    return _run(spec, args)
+    if args.task not in {str(s.task) for s in spec.task_slots()}:
+        tasks = ", ".join(str(s.task) for s in spec.task_slots())
+        print(f"tfcluster drill: no task {args.task!r} in {args.spec} (tasks: {tasks})",
+              file=sys.stderr)
+        return EXIT_BAD_SPEC
+    fault = drill.Fault(task=args.task, at_step=args.at_step, signal=drill.FAULTS[args.fault])
+    code, run_dir = _run_job(spec, args, fault)
+    for line in drill.report(read_events(run_dir / "events.jsonl")).lines():
+        print(line)
+    return code
 
 
 def local_spec_data(args: argparse.Namespace) -> dict[str, Any]:
@@ -189,7 +230,11 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 
 def _run(spec: ClusterSpec, args: argparse.Namespace) -> int:
-    from pathlib import Path
+    return _run_job(spec, args, None)[0]
+
+
+def _run_job(spec: ClusterSpec, args: argparse.Namespace, fault: Fault | None
+             ) -> tuple[int, Path]:
 
     from launcher.backends.local import LocalBackend
     from launcher.backends.router import HostRouter
@@ -197,16 +242,21 @@ def _run(spec: ClusterSpec, args: argparse.Namespace) -> int:
     from launcher.coordinator import Coordinator
     from launcher.rundir import RunDir, default_run_dir
     from launcher.state import JobState
+    from launcher.status import PlainStatus, StatusBoard
 
     run_dir = RunDir(Path(args.run_dir or default_run_dir(spec.name)).absolute())
     console = Console(show_task_output=not args.quiet)
     backend = HostRouter(local=LocalBackend(python=sys.executable))
-    coordinator = Coordinator(spec, run_dir, backend, console,
-                              local_python=sys.executable, base_dir=os.getcwd())
+    board = StatusBoard()
+    live = console.interactive and not args.quiet
+    listener = board.apply if live else PlainStatus(console, board)
+    coordinator = Coordinator(spec, run_dir, backend, console, local_python=sys.executable,
+                              base_dir=os.getcwd(), fault=fault, listeners=[listener])
     previous = {sig: signal.signal(sig, coordinator.interrupt)
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = coordinator.run()
+        with console.live(board.table) if live else contextlib.nullcontext():
+            result = coordinator.run()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -216,10 +266,11 @@ def _run(spec: ClusterSpec, args: argparse.Namespace) -> int:
     else:
         console.error(f"job {spec.name} failed: {result.reason}; exit code {result.exit_code}; "
                       f"run dir {run_dir.path}")
-    return result.exit_code
+    return result.exit_code, run_dir.path
 
 
-COMMANDS = {"run": cmd_run, "local": cmd_local, "plan": cmd_plan, "validate": cmd_validate}
+COMMANDS = {"run": cmd_run, "local": cmd_local, "plan": cmd_plan, "validate": cmd_validate,
+            "drill": cmd_drill}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

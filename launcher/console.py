@@ -1,14 +1,20 @@
 """What the user sees: task output with a ``[worker:1]`` prefix (coloured on a TTY) and
-tfcluster's own messages on stderr, prefixed ``tfcluster:``."""
+tfcluster's own messages on stderr, prefixed ``tfcluster:``. On a terminal, :meth:`Console.live`
+keeps a status table drawn under the output (rich)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 _COLOURS = ("36", "33", "35", "32", "34", "91", "96", "93", "95", "92")
+_RICH_COLOURS = ("cyan", "yellow", "magenta", "green", "blue", "bright_red", "bright_cyan",
+                 "bright_yellow", "bright_magenta", "bright_green")
+_LEVELS = {"say": ("1", "bold"), "warn": ("33", "yellow"), "error": ("31", "red")}
 _RESET = "\033[0m"
 
 
@@ -20,6 +26,12 @@ def _wants_colour(stream: TextIO) -> bool:
     return stream.isatty()
 
 
+def _colour_index(task: str) -> int:
+    kind, _, index = task.rpartition(":")
+    offset = 0 if kind == "worker" else 5
+    return (int(index) if index.isdigit() else 0) + offset
+
+
 class Console:
     def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
                  colour: bool | None = None, show_task_output: bool = True) -> None:
@@ -29,35 +41,68 @@ class Console:
         self.show_task_output = show_task_output
         self._lock = threading.Lock()
         self._width = 0
+        self._rich: Any = None  # a rich Console while a live status is shown
 
-    def _prefix(self, task: str) -> str:
+    @property
+    def interactive(self) -> bool:
+        return self.colour and self.out.isatty()
+
+    def _label(self, task: str) -> str:
         self._width = max(self._width, len(task))
-        label = f"[{task}]".ljust(self._width + 2)
-        if not self.colour:
-            return label
-        index = int(task.rpartition(":")[2] or 0) + (0 if task.startswith("worker") else 5)
-        return f"\033[{_COLOURS[index % len(_COLOURS)]}m{label}{_RESET}"
+        return f"[{task}]".ljust(self._width + 2)
 
     def task_line(self, task: str, line: str) -> None:
         if not self.show_task_output:
             return
         with self._lock:
-            self.out.write(f"{self._prefix(task)} {line}\n")
+            label = self._label(task)
+            if self._rich is not None:
+                from rich.text import Text
+
+                colour = _RICH_COLOURS[_colour_index(task) % len(_RICH_COLOURS)]
+                self._rich.print(Text.assemble((label, colour), " ", line), soft_wrap=True)
+                return
+            if self.colour:
+                code = _COLOURS[_colour_index(task) % len(_COLOURS)]
+                label = f"\033[{code}m{label}{_RESET}"
+            self.out.write(f"{label} {line}\n")
             self.out.flush()
 
     def say(self, text: str) -> None:
-        self._write_err(text, "1")
+        self._write_err(text, "say")
 
     def warn(self, text: str) -> None:
-        self._write_err(text, "33")
+        self._write_err(text, "warn")
 
     def error(self, text: str) -> None:
-        self._write_err(text, "31")
+        self._write_err(text, "error")
 
-    def _write_err(self, text: str, code: str) -> None:
-        colour = self.colour and _wants_colour(self.err)
+    def _write_err(self, text: str, level: str) -> None:
+        code, style = _LEVELS[level]
         with self._lock:
             for line in text.splitlines() or [""]:
+                if self._rich is not None:
+                    from rich.text import Text
+
+                    self._rich.print(Text.assemble(("tfcluster:", style), " ", line),
+                                     soft_wrap=True)
+                    continue
+                colour = self.colour and _wants_colour(self.err)
                 label = f"\033[{code}mtfcluster:{_RESET}" if colour else "tfcluster:"
                 self.err.write(f"{label} {line}\n")
             self.err.flush()
+
+    @contextlib.contextmanager
+    def live(self, render: Callable[[], Any]) -> Iterator[None]:
+        """Keep ``render()`` (a rich renderable) drawn below everything printed meanwhile."""
+        from rich.console import Console as RichConsole
+        from rich.live import Live
+
+        rich_console = RichConsole(file=self.out, force_terminal=True)
+        with Live(get_renderable=render, console=rich_console, refresh_per_second=4,
+                  redirect_stdout=False, redirect_stderr=False):
+            self._rich = rich_console
+            try:
+                yield
+            finally:
+                self._rich = None

@@ -11,7 +11,7 @@ import dataclasses
 import queue
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,8 @@ from launcher.attempt import AttemptRunner, Interrupt, QueueItem
 from launcher.backends.base import Backend
 from launcher.checkpoints import CheckpointFS, LocalFS, latest_checkpoint, remove_worker_temp_dirs
 from launcher.console import Console
-from launcher.events import EventLog
+from launcher.drill import Fault
+from launcher.events import EventLog, Listener
 from launcher.failures import TaskFailure
 from launcher.outcome import AttemptResult, AttemptStatus
 from launcher.plan import HostPlan, LaunchPlan, ResumePoint, plan, ports_to_allocate
@@ -58,7 +59,8 @@ class JobResult:
 class Coordinator:
     def __init__(self, spec: ClusterSpec, run_dir: RunDir, backend: Backend, console: Console,
                  *, ports: PortAllocator | None = None, local_python: str = "python3",
-                 base_dir: str = ".", checkpoint_fs: FSForHost = local_fs_only) -> None:
+                 base_dir: str = ".", checkpoint_fs: FSForHost = local_fs_only,
+                 fault: Fault | None = None, listeners: Sequence[Listener] = ()) -> None:
         self.spec = spec
         self.run_dir = run_dir
         self.backend = backend
@@ -67,6 +69,8 @@ class Coordinator:
         self.local_python = local_python
         self.base_dir = base_dir
         self.checkpoint_fs = checkpoint_fs
+        self.fault = fault
+        self.listeners = list(listeners)
         self.queue: queue.SimpleQueue[QueueItem] = queue.SimpleQueue()
         self.machine = JobStateMachine()
         self.events: EventLog | None = None
@@ -82,6 +86,8 @@ class Coordinator:
     def run(self) -> JobResult:
         self.run_dir.create()
         self.events = EventLog(self.run_dir.events)
+        for listener in self.listeners:
+            self.events.subscribe(listener)
         started = time.time()
         try:
             result = self._run_job()
@@ -123,7 +129,7 @@ class Coordinator:
             result = AttemptRunner(
                 launch_plan, backend=self.backend, inbox=self.queue, run_dir=self.run_dir,
                 console=self.console, emit=self._emit, machine=self.machine,
-                health=spec.health, bad_checkpoints=self.bad_checkpoints).run()
+                health=spec.health, bad_checkpoints=self.bad_checkpoints, fault=self.fault).run()
             if result.status is AttemptStatus.FAILED:
                 result, resume = self._after_failure(launch_plan, result, resume)
             history.append(result)

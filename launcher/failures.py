@@ -60,7 +60,8 @@ class TaskFailure:
             try:
                 return 128 + int(signal.Signals[self.signal])
             except KeyError:
-                return 1
+                number = self.signal.removeprefix("SIG")
+                return 128 + int(number) if number.isdigit() else 1
         return 1
 
     def headline(self) -> str:

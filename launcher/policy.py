@@ -78,10 +78,16 @@ def decide(history: Sequence[AttemptResult], restart: RestartSpec,
         if port_retries <= MAX_PORT_RETRIES:
             return Decision(Action.RESTART, "a task could not bind its port at start-up; "
                             "retrying on fresh ports", fresh_ports=True)
+        return Decision(Action.FAIL, f"tasks could not bind their ports even after "
+                        f"{MAX_PORT_RETRIES} retries on fresh ports; is something taking "
+                        "every port it can?")
     if kind is FailureKind.PREEMPTED:
         return Decision(Action.RESTART, "graceful preemption: resuming from the checkpoint it "
                         "saved (not counted against restart.max_restarts)")
     used = restarts_used(history[:-1])
+    if restart.max_restarts == 0:
+        return Decision(Action.FAIL, "a task failed and restarts are off "
+                        "(restart.max_restarts = 0)")
     if used >= restart.max_restarts:
         return Decision(Action.FAIL, f"gave up after {used} restart(s) "
                         f"(restart.max_restarts = {restart.max_restarts})")

@@ -3,10 +3,11 @@
 ::
 
     PENDING --> STARTING --> RUNNING --> SUCCEEDED
-                   |            |
-                   +------------+--> STOPPING --> RESTARTING --> STARTING (next attempt)
-                                         |
-                                         +--> FAILED
+       |           |   |        |            ^
+       |           |   +--------|------------+  (every task exited before all had started)
+       |           +------------+--> STOPPING --> RESTARTING --> STARTING (next attempt)
+       |                                 |            |
+       +---------------------------------+------------+--> FAILED
 
 - PENDING: nothing started yet.
 - STARTING: agents are being started and tasks launched; no task has reported a step yet.

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from worker import env
-from worker.tfconfig import CHIEF, TaskId, TFConfig
+from worker.tfconfig import CHIEF, EVALUATOR, TaskId, TFConfig
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,10 @@ class TaskContext:
 
 
 def worker_temp_dir(chief_dir: str, task: TaskId) -> str:
-    """Non-chief checkpoint directory, laid out as Keras ``BackupAndRestore`` does."""
+    """Non-chief checkpoint directory, laid out as Keras ``BackupAndRestore`` does (an
+    evaluator, which trains nothing, gets one of its own so it never touches a worker's)."""
+    if task.type == EVALUATOR:
+        return os.path.join(chief_dir, f"workertemp_evaluator_{task.index}")
     return os.path.join(chief_dir, f"workertemp_{task.index}")
 
 

@@ -184,14 +184,19 @@ def _build(cls: type[Message], payload: dict[str, Any]) -> Message:
     unknown = set(payload) - names
     if unknown:
         raise ProtocolError(f"{cls.TYPE}: unknown field(s) {sorted(unknown)}")
-    if cls is Launch:
-        payload = {**payload, "tasks": [TaskLaunch(**t) for t in payload.get("tasks", [])]}
-    elif cls is Heartbeat:
-        usage = payload.get("tasks", {})
-        payload = {**payload, "tasks": {k: TaskUsage(**v) for k, v in usage.items()}}
     try:
+        if cls is Launch:
+            tasks = payload.get("tasks", [])
+            if not isinstance(tasks, list):
+                raise TypeError("'tasks' must be a list")
+            payload = {**payload, "tasks": [TaskLaunch(**t) for t in tasks]}
+        elif cls is Heartbeat:
+            usage = payload.get("tasks", {})
+            if not isinstance(usage, dict):
+                raise TypeError("'tasks' must be an object")
+            payload = {**payload, "tasks": {k: TaskUsage(**v) for k, v in usage.items()}}
         return cls(**payload)
-    except TypeError as exc:
+    except (TypeError, AttributeError) as exc:
         raise ProtocolError(f"{cls.TYPE}: {exc}") from exc
 
 

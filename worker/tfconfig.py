@@ -38,7 +38,7 @@ class TaskId:
     @classmethod
     def parse(cls, text: str) -> TaskId:
         kind, sep, index = text.partition(":")
-        if not sep or kind not in TASK_TYPES or not index.isdigit():
+        if not sep or kind not in TASK_TYPES or not (index.isascii() and index.isdigit()):
             raise TFConfigError(f"not a task id: {text!r} (expected e.g. 'worker:1')")
         return cls(kind, int(index))
 
@@ -102,9 +102,13 @@ class TFConfig:
         if not isinstance(cluster, dict) or not isinstance(task, dict):
             raise TFConfigError("TF_CONFIG needs a 'cluster' object and a 'task' object")
         kind, index = task.get("type"), task.get("index")
-        if not isinstance(kind, str) or not isinstance(index, int):
-            raise TFConfigError("TF_CONFIG task needs a string 'type' and an integer 'index'")
-        parsed = {str(k): tuple(str(a) for a in v) for k, v in cluster.items()}
+        if not isinstance(kind, str) or isinstance(index, bool) or not isinstance(index, int) \
+                or index < 0:
+            raise TFConfigError("TF_CONFIG task needs a string 'type' and an integer 'index' >= 0")
+        for members in cluster.values():
+            if not isinstance(members, list) or not all(isinstance(a, str) for a in members):
+                raise TFConfigError("every TF_CONFIG cluster entry must be a list of 'host:port'")
+        parsed = {str(k): tuple(v) for k, v in cluster.items()}
         return cls(cluster=parsed, task=TaskId(kind, index))
 
 

@@ -197,6 +197,15 @@ def test_resume_point_reaches_every_task() -> None:
     assert launch_plan.to_dict()["resume"] == {"checkpoint": "/ckpt/digits/ckpt-4", "step": 200}
 
 
+def test_resume_point_without_a_step_number() -> None:
+    resume = ResumePoint(checkpoint="/ckpt/digits/model-final", step=None)
+    launch_plan = make_plan(make_spec(checkpoint={"dir": "/ckpt/digits"}), attempt=1, resume=resume)
+    for task in launch_plan.tasks:
+        assert task.env[env.RESUME_CHECKPOINT] == "/ckpt/digits/model-final"
+        assert env.RESUME_STEP not in task.env
+        assert context(task.env).resume_step is None
+
+
 def test_no_checkpoint_section_means_no_checkpoint_dir() -> None:
     launch_plan = make_plan(make_spec())
     assert launch_plan.checkpoint_dir is None
@@ -302,6 +311,24 @@ def test_remote_hosts_use_python3_their_address_and_paths_as_written() -> None:
     assert {t.env[env.CHECKPOINT_DIR] for t in launch_plan.tasks} == {"ckpt"}
     assert tasks["chief:0"].tf_config.address(TaskId("chief", 0)) == "198.18.0.2:5000"
     assert tasks["chief:0"].tf_config.address(TaskId("worker", 1)) == "node-b:5002"
+
+
+@pytest.mark.parametrize(
+    ("groups", "hosts", "chief_host"),
+    [
+        pytest.param([{"type": "worker", "host": "node-b", "port": 5001},
+                      {"type": "chief", "host": "node-a", "port": 5000}], REMOTE_HOSTS, "node-a",
+                     id="chief"),
+        pytest.param([{"type": "evaluator"}, {"type": "worker", "count": 2}], {}, "localhost",
+                     id="local-worker-0"),
+        pytest.param([{"type": "worker", "host": "node-b", "port": 5001},
+                      {"type": "worker", "host": "localhost"}], REMOTE_HOSTS, "node-b",
+                     id="remote-worker-0"),
+    ],
+)
+def test_chief_host_is_where_checkpoints_are_written(groups: list[dict[str, Any]],
+                                                     hosts: dict[str, Any], chief_host: str) -> None:
+    assert make_plan(make_spec(*groups, hosts=hosts)).chief_host.name == chief_host
 
 
 def test_missing_port_is_a_plan_error_naming_the_task() -> None:

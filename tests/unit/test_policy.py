@@ -108,7 +108,7 @@ DECISIONS = [
                  id="third-failure"),
     pytest.param([F(), F(), F(), F()], R3, True, Want(Action.FAIL, 0.0, False, False,
                  "gave up after 3 restart(s)"), id="budget-spent"),
-    pytest.param([F()], R0, True, Want(Action.FAIL, 0.0, False, False, "gave up after 0 restart(s)"),
+    pytest.param([F()], R0, True, Want(Action.FAIL, 0.0, False, False, "restarts are off"),
                  id="no-restarts-allowed"),
     pytest.param([F()], CAPPED, True, Want(Action.RESTART, 10.0, True, False, "restart 1 of 6"),
                  id="backoff-base"),

@@ -1,0 +1,384 @@
+"""One authenticated SSH connection to a resolved :class:`~launcher.ssh_config.SshTarget`.
+
+:func:`connect` does what ``ssh`` does before it runs anything, in the same order and with the
+same refusals:
+
+1. TCP connect (through ProxyJump hops as ``direct-tcpip`` channels when configured), each try
+   bounded by the connect timeout; only a refused or timed-out connection is retried, with
+   backoff;
+2. key exchange, asking first for the host key types on file (:mod:`launcher.known_hosts`);
+3. host key check: an unknown key is refused unless ``accept_new_host_keys`` (then recorded), a
+   changed or revoked one always;
+4. public key authentication: the identity files (or the default ones), then ssh-agent keys. Every
+   key tried and why it failed ends up in the :class:`~launcher.ssh_errors.AuthenticationError`.
+
+paramiko's ``SSHClient`` is not used: it prefers only one known key type, treats a key of an
+unlisted type as "missing", rewrites whole known_hosts files and cannot say which keys it tried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import paramiko
+
+from launcher import known_hosts
+from launcher.known_hosts import HostKeyStatus, Verdict
+from launcher.ssh_config import SshTarget
+from launcher.ssh_errors import (
+    AuthenticationError,
+    ChangedHostKeyError,
+    HandshakeError,
+    RemoteCommandError,
+    RevokedHostKeyError,
+    UnknownHostKeyError,
+    UnreachableError,
+)
+
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+DEFAULT_TRIES = 3
+DEFAULT_BACKOFF_S = 0.5
+#: paramiko sends an SSH keepalive after this much silence (NAT tables, idle firewalls).
+KEEPALIVE_S = 15
+#: TCP keepalive: a host that vanished without a FIN/RST is noticed after about 15 + 3 * 5 s.
+_TCP_KEEPALIVE = (15, 5, 3)
+#: Unacknowledged data older than this drops the connection (Linux TCP_USER_TIMEOUT, ms).
+_TCP_USER_TIMEOUT_MS = 45_000
+
+# paramiko logs tracebacks at ERROR level on failed connections; our errors say what happened.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+@dataclass(frozen=True)
+class ConnectOptions:
+    timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    tries: int = DEFAULT_TRIES
+    backoff_s: float = DEFAULT_BACKOFF_S
+    accept_new_host_keys: bool = False
+
+
+class Deadline:
+    """An optional bound on a whole operation; every step takes ``min(its own, what is left)``."""
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.at = None if seconds is None else time.monotonic() + seconds
+
+    def left(self, cap: float) -> float:
+        if self.at is None:
+            return cap
+        return max(0.0, min(cap, self.at - time.monotonic()))
+
+    @property
+    def expired(self) -> bool:
+        return self.at is not None and time.monotonic() >= self.at
+
+
+@dataclass(frozen=True)
+class HostKeyInfo:
+    name: str
+    key_type: str
+    fingerprint: str
+    recorded_in: str | None  # the known_hosts file it was appended to (--accept-new-host-keys)
+
+
+class SshConnection:
+    """An authenticated transport (plus the jump connections under it). ``close()`` is safe to
+    call more than once and from any thread."""
+
+    def __init__(self, target: SshTarget, transport: paramiko.Transport, host_key: HostKeyInfo,
+                 jumps: list[SshConnection]) -> None:
+        self.target = target
+        self.transport = transport
+        self.host_key = host_key
+        self._jumps = jumps
+
+    @property
+    def active(self) -> bool:
+        return self.transport.is_active()
+
+    def open_session(self, deadline: Deadline) -> paramiko.Channel:
+        try:
+            return self.transport.open_session(timeout=deadline.left(DEFAULT_CONNECT_TIMEOUT_S))
+        except (paramiko.SSHException, OSError) as exc:
+            raise RemoteCommandError(self.target.name, f"cannot open a session: {exc}",
+                                     f"cannot open an SSH session on {self.target.address}: "
+                                     f"{exc}") from exc
+
+    def run(self, command: str, deadline: Deadline, cap_s: float = 60.0) -> CommandResult:
+        """Run ``command`` (a shell string) and collect its output; bounded by the deadline."""
+        channel = self.open_session(deadline)
+        with contextlib.closing(channel):
+            channel.settimeout(deadline.left(cap_s))
+            try:
+                channel.exec_command(command)
+                channel.shutdown_write()
+                stdout, stderr = _drain(channel)
+                if not channel.status_event.wait(deadline.left(cap_s)):
+                    raise TimeoutError("no exit status")
+            except (TimeoutError, paramiko.SSHException, OSError) as exc:
+                what = "timed out" if isinstance(exc, TimeoutError) else str(exc)
+                raise RemoteCommandError(self.target.name, f"remote command {what}",
+                                         f"running a command on {self.target.address}: {what}",
+                                         ) from exc
+            return CommandResult(channel.exit_status, stdout, stderr)
+
+    def close(self) -> None:
+        self.transport.close()
+        for jump in reversed(self._jumps):
+            jump.close()
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    status: int  # -1: no exit status (the connection closed first)
+    stdout: bytes
+    stderr: bytes
+
+
+def _drain(channel: paramiko.Channel) -> tuple[bytes, bytes]:
+    """Read stdout and stderr to EOF together (a full stderr window must not block stdout)."""
+    out, err = bytearray(), bytearray()
+
+    def read_stderr() -> None:
+        with contextlib.suppress(OSError):
+            while chunk := channel.recv_stderr(32768):
+                err.extend(chunk)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    while chunk := channel.recv(32768):
+        out.extend(chunk)
+    reader.join(channel.gettimeout())
+    return bytes(out), bytes(err)
+
+
+# --- connecting ----------------------------------------------------------------------------------
+
+
+def connect(target: SshTarget, options: ConnectOptions,
+            deadline: Deadline | None = None) -> SshConnection:
+    """An authenticated connection to ``target``; raises an :class:`~launcher.ssh_errors.SshError`
+    naming the host and what to do."""
+    deadline = deadline or Deadline()
+    jumps: list[SshConnection] = []
+    try:
+        sock: socket.socket | paramiko.Channel
+        if target.jumps:
+            first, *rest = target.jumps
+            jumps.append(_establish(first, _open_socket(first, options, deadline), options,
+                                    deadline, []))
+            for hop in rest:
+                jumps.append(_establish(hop, _tunnel(jumps[-1], hop, deadline), options,
+                                        deadline, []))
+            sock = _tunnel(jumps[-1], target, deadline)
+        else:
+            sock = _open_socket(target, options, deadline)
+        return _establish(target, sock, options, deadline, jumps)
+    except BaseException:
+        for jump in reversed(jumps):
+            jump.close()
+        raise
+
+
+def _tunnel(via: SshConnection, target: SshTarget, deadline: Deadline) -> paramiko.Channel:
+    try:
+        return via.transport.open_channel(
+            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0),
+            timeout=deadline.left(DEFAULT_CONNECT_TIMEOUT_S))
+    except (paramiko.SSHException, OSError) as exc:
+        raise UnreachableError(target.name, f"{target.address} (via {via.target.address})",
+                               str(exc) or type(exc).__name__) from exc
+
+
+def _open_socket(target: SshTarget, options: ConnectOptions, deadline: Deadline) -> socket.socket:
+    tries = 0
+    while True:
+        tries += 1
+        timeout = deadline.left(options.timeout_s)
+        try:
+            if timeout <= 0:
+                raise TimeoutError("timed out")
+            sock = socket.create_connection((target.hostname, target.port), timeout=timeout)
+        except socket.gaierror as exc:
+            raise UnreachableError(target.name, target.address,
+                                   f"cannot resolve {target.hostname!r}: {exc.strerror}") from exc
+        except (ConnectionRefusedError, TimeoutError) as exc:
+            error = (f"timed out after {timeout:.1f}s" if isinstance(exc, TimeoutError)
+                     else f"[Errno {exc.errno}] {exc.strerror}")
+            pause = options.backoff_s * 2 ** (tries - 1)
+            if tries >= options.tries or deadline.left(pause + 0.1) < pause + 0.1:
+                raise UnreachableError(target.name, target.address, error, tries) from exc
+            time.sleep(pause)  # backoff between tries, not synchronisation
+            continue
+        except OSError as exc:  # no route, network down...: trying again will not help
+            raise UnreachableError(target.name, target.address,
+                                   f"[Errno {exc.errno}] {exc.strerror}") from exc
+        _tune(sock)
+        return sock
+
+
+def _tune(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        idle, interval, count = _TCP_KEEPALIVE
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, interval)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, count)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, _TCP_USER_TIMEOUT_MS)
+
+
+def _establish(target: SshTarget, sock: socket.socket | paramiko.Channel,
+               options: ConnectOptions, deadline: Deadline,
+               jumps: list[SshConnection]) -> SshConnection:
+    transport = paramiko.Transport(sock)
+    try:
+        entries = known_hosts.load([*target.known_hosts, *target.global_known_hosts])
+        name = target.known_hosts_name
+        security = transport.get_security_options()
+        security.key_types = known_hosts.preferred_key_types(entries, name,
+                                                              list(security.key_types))
+        _handshake(transport, target, deadline, options)
+        host_key = _verify_host_key(transport, target, entries, options)
+        _authenticate(transport, target, deadline)
+        transport.set_keepalive(KEEPALIVE_S)
+        return SshConnection(target, transport, host_key, jumps)
+    except BaseException:
+        transport.close()
+        raise
+
+
+def _handshake(transport: paramiko.Transport, target: SshTarget, deadline: Deadline,
+               options: ConnectOptions) -> None:
+    budget = deadline.left(options.timeout_s)
+    transport.banner_timeout = transport.handshake_timeout = max(budget, 0.1)
+    done = threading.Event()
+    try:
+        transport.start_client(event=done)
+    except (paramiko.SSHException, OSError) as exc:
+        raise HandshakeError(target.name, target.address, str(exc)) from exc
+    if not done.wait(budget) or not transport.is_active():
+        error = transport.get_exception()
+        raise HandshakeError(target.name, target.address,
+                             str(error) if error else f"no answer within {budget:.1f}s")
+
+
+def _verify_host_key(transport: paramiko.Transport, target: SshTarget,
+                     entries: list[known_hosts.Entry], options: ConnectOptions) -> HostKeyInfo:
+    key = transport.get_remote_server_key()
+    blob = key.asbytes()
+    name = target.known_hosts_name
+    key_type, print_ = known_hosts.blob_type(blob), known_hosts.fingerprint(blob)
+    result = known_hosts.check(entries, name, blob)
+    verdict = known_hosts.decide(result.status, options.accept_new_host_keys)
+    if verdict is Verdict.TRUST:
+        return HostKeyInfo(name, key_type, print_, None)
+    if verdict is Verdict.RECORD:
+        path = target.known_hosts[0]
+        try:
+            known_hosts.record(path, name, blob)
+        except OSError as exc:
+            raise UnknownHostKeyError(target.name, name, key_type, print_, path,
+                                      target.hostname, target.port) from exc
+        return HostKeyInfo(name, key_type, print_, path)
+    if result.status is HostKeyStatus.REVOKED:
+        raise RevokedHostKeyError(target.name, name, key_type, print_,
+                                  result.entries[0].known_key())
+    if result.status is HostKeyStatus.CHANGED:
+        raise ChangedHostKeyError(target.name, name, key_type, print_,
+                                  [e.known_key() for e in result.entries])
+    raise UnknownHostKeyError(target.name, name, key_type, print_,
+                              target.known_hosts[0] if target.known_hosts else "known_hosts",
+                              target.hostname, target.port)
+
+
+# --- authentication ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    label: str
+    key: paramiko.PKey | None  # None: could not be used (``note`` says why)
+    note: str = ""
+
+
+def _load_identity(path: str, explicit: bool) -> _Candidate | None:
+    if not os.path.exists(path):
+        return _Candidate(path, None, "no such file") if explicit else None
+    try:
+        return _Candidate(path, paramiko.PKey.from_path(path))
+    except (TypeError, paramiko.PasswordRequiredException):
+        return _Candidate(path, None, "encrypted with a passphrase: add it to ssh-agent")
+    except (OSError, ValueError, paramiko.SSHException, paramiko.UnknownKeyType) as exc:
+        return _Candidate(path, None, f"cannot load: {exc}")
+
+
+@contextlib.contextmanager
+def _agent_keys(target: SshTarget, notes: list[str]) -> Iterator[list[_Candidate]]:
+    if target.identities_only and target.identity_files:
+        yield []
+        return
+    if not os.environ.get("SSH_AUTH_SOCK"):
+        notes.append("ssh-agent: not running (SSH_AUTH_SOCK unset)")
+        yield []
+        return
+    try:
+        agent = paramiko.Agent()
+    except paramiko.SSHException as exc:
+        notes.append(f"ssh-agent: {exc}")
+        yield []
+        return
+    try:
+        keys = agent.get_keys()
+        if not keys:
+            notes.append("ssh-agent: no keys (or not reachable at SSH_AUTH_SOCK)")
+        yield [_Candidate(f"ssh-agent key {k.comment or ''}".rstrip(), k) for k in keys]
+    finally:
+        agent.close()
+
+
+def _authenticate(transport: paramiko.Transport, target: SshTarget, deadline: Deadline) -> None:
+    tried: list[str] = []
+    notes: list[str] = []
+    seen: set[bytes] = set()
+    files = [c for c in (_load_identity(p, True) for p in target.identity_files) if c]
+    defaults = [c for c in (_load_identity(p, False) for p in target.default_identities) if c]
+    with _agent_keys(target, notes) as agent:
+        for candidate in [*files, *agent, *defaults]:
+            if candidate.key is None:
+                tried.append(f"{candidate.label} ({candidate.note})")
+                continue
+            blob = candidate.key.asbytes()
+            if blob in seen:
+                continue
+            seen.add(blob)
+            what = (f"{candidate.label} ({known_hosts.blob_type(blob)} "
+                    f"{known_hosts.fingerprint(blob)})")
+            transport.auth_timeout = max(deadline.left(30.0), 0.1)
+            try:
+                more = transport.auth_publickey(target.user, candidate.key)
+            except paramiko.BadAuthenticationType as exc:
+                allowed = ", ".join(exc.allowed_types) or "none"
+                raise AuthenticationError(
+                    target.name, target.user, target.address, [*tried, what],
+                    f" (the host does not accept public keys; it allows: {allowed})") from exc
+            except paramiko.AuthenticationException:
+                tried.append(f"{what} rejected")
+                continue
+            except (paramiko.SSHException, OSError) as exc:
+                tried.append(f"{what}: {exc}")
+                break  # the host hung up (e.g. too many authentication failures)
+            if more:
+                raise AuthenticationError(
+                    target.name, target.user, target.address, [*tried, f"{what} accepted"],
+                    f" (the host also wants: {', '.join(more)}, which tfcluster cannot do)")
+            if transport.is_authenticated():
+                return
+        raise AuthenticationError(target.name, target.user, target.address, [*tried, *notes])
