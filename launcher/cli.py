@@ -1,4 +1,4 @@
-"""``tfcluster`` (also ``python -m launcher``): run, local, plan, validate.
+"""``tfcluster`` (also ``python -m launcher``): run, local, plan, validate, preflight.
 
 Imports are kept inside the commands so that ``tfcluster --help`` and ``validate`` start fast; no
 command ever imports TensorFlow.
@@ -29,6 +29,7 @@ cluster simulated on this machine), watch every task, and stop them all cleanly 
 examples:
   tfcluster validate cluster_specs/local-2workers.yaml
   tfcluster plan cluster_specs/local-2workers.yaml
+  tfcluster preflight my-cluster.yaml          # can every host run its part? (SSH, python, ports)
   tfcluster run cluster_specs/local-2workers.yaml
   tfcluster local -n 3 --chief -m worker.examples.digits -- --steps 200
   tfcluster local -n 2 -- python3 train.py --epochs 1
@@ -99,7 +100,27 @@ def _parser() -> argparse.ArgumentParser:
 
     check = verbs.add_parser("validate", help="check a spec; exit 2 listing every problem")
     check.add_argument("spec", metavar="SPEC")
+
+    ready = verbs.add_parser(
+        "preflight", help="check every host of a spec at once (SSH, python, worker, ports...)",
+        description="Check, for every host of SPEC at the same time, everything 'run' needs "
+        "there: SSH reachable, host key known, login works, python and the worker package, the "
+        "TensorFlow version (the same on every host), the tasks' ports free, and the chief's "
+        "checkpoint directory writable. Prints one table; exits 0 when every host is ready, "
+        "1 otherwise. 'run' does this by itself for specs with remote hosts.")
+    ready.add_argument("spec", metavar="SPEC")
+    _ssh_options(ready)
     return parser
+
+
+def _ssh_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--accept-new-host-keys", action="store_true",
+                        help="trust the key of a host seen for the first time and record it in "
+                        "the known_hosts file in use (like StrictHostKeyChecking=accept-new); "
+                        "a changed key is always refused")
+    parser.add_argument("--connect-timeout", type=float, default=10.0, metavar="S",
+                        help="seconds to wait for each SSH connection, and for each host's "
+                        "preflight (default 10)")
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -108,6 +129,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         "(default runs/<job>-<timestamp>)")
     parser.add_argument("--quiet", action="store_true",
                         help="do not echo task output (it still goes to the run directory)")
+    _ssh_options(parser)
 
 
 def _load(path: str) -> ClusterSpec | None:
@@ -158,6 +180,20 @@ def _load_for_run(args: argparse.Namespace) -> ClusterSpec | None:
     if spec is not None and args.checkpoint_dir:
         spec = spec.model_copy(update={"checkpoint": CheckpointSpec(dir=args.checkpoint_dir)})
     return spec
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from launcher.preflight import PreflightOptions, preflight_spec
+    from launcher.preflight_view import print_report
+
+    spec = _load(args.spec)
+    if spec is None:
+        return EXIT_BAD_SPEC
+    options = PreflightOptions(connect_timeout_s=args.connect_timeout,
+                               accept_new_host_keys=args.accept_new_host_keys)
+    report = preflight_spec(spec, options, local_python=sys.executable, base_dir=os.getcwd())
+    print_report(report, sys.stdout)
+    return 0 if report.ok else 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -236,17 +272,30 @@ def _run(spec: ClusterSpec, args: argparse.Namespace) -> int:
 def _run_job(spec: ClusterSpec, args: argparse.Namespace, fault: Fault | None
              ) -> tuple[int, Path]:
 
+    from launcher.backends.base import Backend
     from launcher.backends.local import LocalBackend
     from launcher.backends.router import HostRouter
     from launcher.console import Console
     from launcher.coordinator import Coordinator
+    from launcher.preflight import has_remote_hosts
+    from launcher.preflight_view import check_before_run
     from launcher.rundir import RunDir, default_run_dir
     from launcher.state import JobState
     from launcher.status import PlainStatus, StatusBoard
 
     run_dir = RunDir(Path(args.run_dir or default_run_dir(spec.name)).absolute())
+    if not check_before_run(spec, accept_new_host_keys=args.accept_new_host_keys,
+                            connect_timeout_s=args.connect_timeout, local_python=sys.executable,
+                            base_dir=os.getcwd(), stream=sys.stderr):
+        return 1, run_dir.path
     console = Console(show_task_output=not args.quiet)
-    backend = HostRouter(local=LocalBackend(python=sys.executable))
+    remote: Backend | None = None
+    if has_remote_hosts(spec):  # paramiko is imported only when a host needs it
+        from launcher.backends.ssh import SshBackend
+
+        remote = SshBackend(accept_new_host_keys=args.accept_new_host_keys,
+                            connect_timeout_s=args.connect_timeout)
+    backend = HostRouter(local=LocalBackend(python=sys.executable), remote=remote)
     board = StatusBoard()
     live = console.interactive and not args.quiet
     listener = board.apply if live else PlainStatus(console, board)
@@ -270,7 +319,7 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, fault: Fault | None
 
 
 COMMANDS = {"run": cmd_run, "local": cmd_local, "plan": cmd_plan, "validate": cmd_validate,
-            "drill": cmd_drill}
+            "drill": cmd_drill, "preflight": cmd_preflight}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,6 +6,7 @@ torchelastic's ``ChildFailedError`` ("Root Cause (first observed failure)").
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Sequence
@@ -26,6 +27,10 @@ class FailureKind(str, Enum):
     RESTORE_FAILED = "restore_failed"  # could not restore the checkpoint it was given
     STEP_MISMATCH = "step_mismatch"  # the tasks of one attempt started from different steps
 
+
+#: TensorFlow start-up lines (glog INFO/WARNING, absl's preamble, the CPU build's CUDA probe).
+_NOISE = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|All log messages before absl::InitializeLog|"
+                    r"failed call to cuInit|^To enable the following instructions")
 
 #: What TensorFlow prints when its gRPC server cannot bind the task's port.
 GRPC_BIND_FAILURE = "Could not start gRPC server"
@@ -78,10 +83,11 @@ class TaskFailure:
         return f"{where} {how}"
 
     def evidence(self, lines: int = 15) -> list[str]:
-        """The traceback if the script died of an exception, else the last lines of stderr."""
+        """The traceback if the script died of an exception, else the last lines of stderr
+        (without TensorFlow's start-up chatter, which never explains a failure)."""
         if self.traceback:
             return self.traceback.rstrip("\n").splitlines()[-lines * 2:]
-        return list(self.stderr_tail[-lines:])
+        return [line for line in self.stderr_tail if not _NOISE.search(line)][-lines:]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -92,8 +92,12 @@ class LaunchPlan:
         raise KeyError(str(task))
 
     def launch_message(self, host: HostPlan) -> Launch:
-        return Launch(job=self.job, attempt=self.attempt,
-                      tasks=[t.to_launch() for t in host.tasks],
+        """What ``host``'s agent is sent: TF_CONFIG travels as the shared ``cluster`` once."""
+        tasks = [t.to_launch() for t in host.tasks]
+        for task in tasks:
+            task.env.pop(env.TF_CONFIG, None)
+        return Launch(job=self.job, attempt=self.attempt, tasks=tasks,
+                      cluster={kind: list(addrs) for kind, addrs in self.cluster.items()},
                       heartbeat_interval_s=self.heartbeat_interval_s,
                       grace_period_s=self.grace_period_s)
 

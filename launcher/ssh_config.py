@@ -133,6 +133,8 @@ def resolve_target(host: HostPlan, config: paramiko.SSHConfig,
         raise SshConfigError(host.name, "ProxyCommand is not supported",
                              "use ProxyJump in ~/.ssh/config instead")
     explicit_address = host.address if host.address != host.name else None
+    known_hosts: tuple[str, ...]
+    global_known: tuple[str, ...]
     if host.known_hosts:
         known_hosts, global_known = (expand(host.known_hosts),), ()
     else:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import paramiko
+from paramiko.pkey import UnknownKeyType
 
 from launcher import known_hosts
 from launcher.known_hosts import HostKeyStatus, Verdict
@@ -280,23 +281,22 @@ def _verify_host_key(transport: paramiko.Transport, target: SshTarget,
     verdict = known_hosts.decide(result.status, options.accept_new_host_keys)
     if verdict is Verdict.TRUST:
         return HostKeyInfo(name, key_type, print_, None)
+    about = {"name": name, "key_type": key_type, "fingerprint": print_}
+    file = target.known_hosts[0] if target.known_hosts else "~/.ssh/known_hosts"
     if verdict is Verdict.RECORD:
-        path = target.known_hosts[0]
         try:
-            known_hosts.record(path, name, blob)
+            known_hosts.record(file, name, blob)
         except OSError as exc:
-            raise UnknownHostKeyError(target.name, name, key_type, print_, path,
-                                      target.hostname, target.port) from exc
-        return HostKeyInfo(name, key_type, print_, path)
+            raise UnknownHostKeyError(target.name, **about, known_hosts=file,
+                                      hostname=target.hostname, port=target.port) from exc
+        return HostKeyInfo(name, key_type, print_, file)
     if result.status is HostKeyStatus.REVOKED:
-        raise RevokedHostKeyError(target.name, name, key_type, print_,
-                                  result.entries[0].known_key())
+        raise RevokedHostKeyError(target.name, **about, revoked=result.entries[0].known_key())
     if result.status is HostKeyStatus.CHANGED:
-        raise ChangedHostKeyError(target.name, name, key_type, print_,
-                                  [e.known_key() for e in result.entries])
-    raise UnknownHostKeyError(target.name, name, key_type, print_,
-                              target.known_hosts[0] if target.known_hosts else "known_hosts",
-                              target.hostname, target.port)
+        raise ChangedHostKeyError(target.name, **about,
+                                  known=[e.known_key() for e in result.entries])
+    raise UnknownHostKeyError(target.name, **about, known_hosts=file, hostname=target.hostname,
+                              port=target.port)
 
 
 # --- authentication ------------------------------------------------------------------------------
@@ -316,7 +316,7 @@ def _load_identity(path: str, explicit: bool) -> _Candidate | None:
         return _Candidate(path, paramiko.PKey.from_path(path))
     except (TypeError, paramiko.PasswordRequiredException):
         return _Candidate(path, None, "encrypted with a passphrase: add it to ssh-agent")
-    except (OSError, ValueError, paramiko.SSHException, paramiko.UnknownKeyType) as exc:
+    except (OSError, ValueError, paramiko.SSHException, UnknownKeyType) as exc:
         return _Candidate(path, None, f"cannot load: {exc}")
 
 

@@ -59,8 +59,8 @@ def keyscan_command(hostname: str, port: int, known_hosts: str) -> str:
 class UnknownHostKeyError(SshError):
     """The host offered a key that no known_hosts file lists for it (OpenSSH would ask)."""
 
-    def __init__(self, host: str, name: str, key_type: str, fingerprint: str, known_hosts: str,
-                 hostname: str, port: int) -> None:
+    def __init__(self, host: str, *, name: str, key_type: str, fingerprint: str,
+                 known_hosts: str, hostname: str, port: int) -> None:
         self.name, self.key_type, self.fingerprint = name, key_type, fingerprint
         self.known_hosts = known_hosts
         super().__init__(
@@ -89,7 +89,7 @@ class KnownKey:
 class ChangedHostKeyError(SshError):
     """The host offered a key other than the one on file: always refused, like OpenSSH."""
 
-    def __init__(self, host: str, name: str, key_type: str, fingerprint: str,
+    def __init__(self, host: str, *, name: str, key_type: str, fingerprint: str,
                  known: Sequence[KnownKey]) -> None:
         self.name, self.key_type, self.fingerprint = name, key_type, fingerprint
         self.known = tuple(known)
@@ -111,7 +111,7 @@ class ChangedHostKeyError(SshError):
 class RevokedHostKeyError(SshError):
     """The host offered a key that a ``@revoked`` known_hosts line names."""
 
-    def __init__(self, host: str, name: str, key_type: str, fingerprint: str,
+    def __init__(self, host: str, *, name: str, key_type: str, fingerprint: str,
                  revoked: KnownKey) -> None:
         self.name, self.key_type, self.fingerprint = name, key_type, fingerprint
         super().__init__(host, f"REVOKED host key {key_type} {fingerprint}",

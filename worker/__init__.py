@@ -1,9 +1,28 @@
 """Runs on every host: the agent (``python -m worker.agent``) and the training-script helpers.
 
-Importing this package never imports TensorFlow and never imports ``launcher``.
+Importing this package never imports TensorFlow and never imports ``launcher``. ``context`` and
+``report`` are loaded on first use, so the agent and every task start without paying for them.
 """
 
-from worker.context import TaskContext, context
-from worker.reporting import report
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from worker.reporting import report
+    from worker.task_context import TaskContext, context
 
 __all__ = ["TaskContext", "context", "report"]
+
+_LAZY = {"TaskContext": "worker.task_context", "context": "worker.task_context",
+         "report": "worker.reporting"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'worker' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

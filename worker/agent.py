@@ -58,7 +58,7 @@ class Agent:
         self.by_pid: dict[int, TaskProcess] = {}
         self.by_fd: dict[int, TaskProcess] = {}
         self.selector = selectors.DefaultSelector()
-        self.commands = LineBuffer()
+        self.commands = LineBuffer(limit=None)
         self.launch: Launch | None = None
         self.input_closed = False  # stdin EOF: the coordinator is done with us (or gone)
         self.output_broken = False  # nobody reads our messages any more
@@ -102,7 +102,7 @@ class Agent:
 
     def start_tasks(self, launch: Launch) -> None:
         for task_launch in launch.tasks:
-            task = TaskProcess(task_launch)
+            task = TaskProcess(task_launch, launch.task_env(task_launch))
             self.tasks[task.task] = task
             try:
                 task.start()
@@ -121,7 +121,9 @@ class Agent:
     # --- events -----------------------------------------------------------------------------
 
     def on_task_fd(self, fd: int) -> None:
-        task = self.by_fd[fd]
+        task = self.by_fd.get(fd)
+        if task is None:  # closed earlier in this same select() batch (its task was reaped)
+            return
         stream, lines, eof = task.read(fd)
         self._relay(task, stream, lines)
         if eof:

@@ -27,7 +27,7 @@ from worker.tfconfig import EVALUATOR
 if TYPE_CHECKING:
     import tensorflow as tf
 
-    from worker.context import TaskContext
+    from worker.task_context import TaskContext
 
 __all__ = ["TrainingCheckpoint"]
 

@@ -19,6 +19,9 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
+from worker.env import TF_CONFIG
+from worker.tfconfig import TaskId, TFConfig
+
 
 class ProtocolError(ValueError):
     """A line that is not a message of this protocol."""
@@ -48,12 +51,24 @@ class TaskLaunch:
 
 @dataclass(frozen=True)
 class Launch(Message):
+    """Start these tasks. ``cluster`` is TF_CONFIG's cluster, sent once: the agent gives each task
+    its TF_CONFIG, so the message grows with the number of tasks, not with its square."""
+
     TYPE: ClassVar[str] = "launch"
     job: str
     attempt: int
     tasks: list[TaskLaunch]
+    cluster: dict[str, list[str]] = field(default_factory=dict)
     heartbeat_interval_s: float = 1.0
     grace_period_s: float = 10.0
+
+    def task_env(self, task: TaskLaunch) -> dict[str, str]:
+        """The env overlay of one task, TF_CONFIG included."""
+        if not self.cluster:
+            return dict(task.env)
+        config = TFConfig(cluster={k: tuple(v) for k, v in self.cluster.items()},
+                          task=TaskId.parse(task.task))
+        return {**task.env, TF_CONFIG: config.to_json()}
 
 
 @dataclass(frozen=True)

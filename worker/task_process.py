@@ -23,9 +23,11 @@ STDERR_TAIL_LINES = 40
 
 @dataclass
 class LineBuffer:
-    """Splits a byte stream into decoded lines; a line longer than 64 KiB is cut."""
+    """Splits a byte stream into decoded lines; a line longer than ``limit`` bytes is cut
+    (task output), or never (``limit=None``: protocol commands, which must stay whole)."""
 
     pending: bytearray = field(default_factory=bytearray)
+    limit: int | None = _MAX_LINE_BYTES
 
     def feed(self, chunk: bytes) -> list[str]:
         self.pending.extend(chunk)
@@ -33,8 +35,8 @@ class LineBuffer:
         while True:
             cut = self.pending.find(b"\n")
             if cut < 0:
-                if len(self.pending) >= _MAX_LINE_BYTES:
-                    cut = _MAX_LINE_BYTES - 1
+                if self.limit is not None and len(self.pending) >= self.limit:
+                    cut = self.limit - 1
                 else:
                     return lines
             raw = bytes(self.pending[: cut + 1])
@@ -53,8 +55,9 @@ class TaskProcess:
     """Starts one task in its own session and owns the read ends of its stdout, stderr and report
     pipes. The agent reaps it (``os.waitpid``) and calls :meth:`mark_exited`."""
 
-    def __init__(self, launch: TaskLaunch) -> None:
+    def __init__(self, launch: TaskLaunch, env_overlay: dict[str, str] | None = None) -> None:
         self.launch = launch
+        self.env_overlay = launch.env if env_overlay is None else env_overlay
         self.task = launch.task
         self.pid: int | None = None
         self.fds: dict[int, str] = {}
@@ -74,7 +77,7 @@ class TaskProcess:
         """Spawn the task; raises OSError when it cannot be started (no such program, bad cwd)."""
         pipes = {name: os.pipe() for name in (STDOUT, STDERR, REPORT)}
         report_w = pipes[REPORT][1]
-        child_env = {**os.environ, **self.launch.env, env.REPORT_FD: str(report_w)}
+        child_env = {**os.environ, **self.env_overlay, env.REPORT_FD: str(report_w)}
         try:
             self._popen = subprocess.Popen(
                 self.launch.argv,

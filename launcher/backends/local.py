@@ -11,8 +11,10 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 from launcher.backends.base import AgentStartError, Sink
 from launcher.backends.channel import AgentChannel
@@ -55,6 +57,8 @@ class LocalAgentHandle:
 
     def _processes(self) -> list[psutil.Process]:
         """The agent's tasks and all their descendants, remembered before the agent goes."""
+        import psutil
+
         procs: list[psutil.Process] = []
         with contextlib.suppress(psutil.Error):
             procs.extend(psutil.Process(self._proc.pid).children(recursive=True))
@@ -66,6 +70,8 @@ class LocalAgentHandle:
 
 def _kill_leftovers(procs: list[psutil.Process]) -> list[int]:
     """KILL whatever is still alive (psutil checks create time, so a reused pid is safe)."""
+    import psutil
+
     alive = [p for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     for proc in alive:
         with contextlib.suppress(psutil.Error):

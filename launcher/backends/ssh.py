@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import paramiko
 
@@ -40,7 +40,7 @@ from launcher.ssh_connect import (
     SshConnection,
     connect,
 )
-from launcher.ssh_errors import RemoteCommandError, SshError
+from launcher.ssh_errors import RemoteCommandError
 from worker.protocol import Hello, Launch, Message
 
 AGENT_MODULE = "worker.agent"
@@ -92,7 +92,7 @@ def launch_for_agent(launch: Launch, workdir: str) -> Launch:
                                               for t in launch.tasks])
 
 
-def explain_agent_exit(host: str, python: str, workdir: str, status: int,
+def explain_agent_exit(host: str, *, python: str, workdir: str, status: int,
                        stderr_tail: list[str]) -> RemoteCommandError:
     """Why the agent ended before saying hello, from its exit status and last stderr lines."""
     text = "\n".join(stderr_tail)
@@ -106,8 +106,7 @@ def explain_agent_exit(host: str, python: str, workdir: str, status: int,
         return RemoteCommandError(host, f"workdir missing: {workdir}",
                                   f"cannot enter the workdir {workdir!r}: {last}",
                                   "create it on the host or fix 'workdir' in the spec")
-    if f"No module named '{AGENT_MODULE.split('.')[0]}'" in text or \
-            f"No module named {AGENT_MODULE}" in text:
+    if "No module named 'worker'" in text or f"No module named {AGENT_MODULE}" in text:
         return RemoteCommandError(host, "worker not importable",
                                   f"{python} cannot import the 'worker' package in {workdir}: "
                                   f"{last}",
@@ -236,9 +235,10 @@ class SshAgentHandle:
                 target=self._copy_stderr, args=(self._session.makefile_stderr("rb"),),
                 name=f"agent-stderr-{self.host}", daemon=True)
             self._stderr_thread.start()
-            self._agent = AgentChannel(self.host, self._session.makefile("rb"),
-                                       self._session.makefile_stdin("wb"), self._gate,
-                                       on_message=self._on_message)
+            # paramiko's channel files are binary file objects without typing.IO's nominal type
+            self._agent = AgentChannel(self.host, cast(IO[bytes], self._session.makefile("rb")),
+                                       cast(IO[bytes], self._session.makefile_stdin("wb")),
+                                       self._gate, on_message=self._on_message)
             self._agent.start()
             self._wait_for_hello(self._session, hello_timeout_s, python, workdir)
             self._agent.send(launch)
@@ -267,8 +267,9 @@ class SshAgentHandle:
             if self._gate.closed.wait(min(left, 0.05)) and not self._hello.is_set():
                 if self._stderr_thread is not None:
                     self._stderr_thread.join(_EXIT_STATUS_WAIT_S)
-                raise explain_agent_exit(self.host, python, workdir, session.exit_status,
-                                         list(self._stderr_tail))
+                raise explain_agent_exit(self.host, python=python, workdir=workdir,
+                                         status=session.exit_status,
+                                         stderr_tail=list(self._stderr_tail))
 
     def _abort(self) -> None:
         self._gate.drop()

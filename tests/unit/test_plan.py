@@ -13,7 +13,7 @@ from launcher.plan import LaunchPlan, PlanError, ResumePoint, plan, ports_to_all
 from launcher.plan_view import plan_json, plan_text
 from launcher.spec import ClusterSpec, spec_from_dict
 from worker import env
-from worker.context import context
+from worker.task_context import context
 from worker.protocol import Launch, decode_command
 from worker.tfconfig import TaskId
 
@@ -393,7 +393,8 @@ def test_launch_message_carries_the_tasks_of_that_host_only() -> None:
         for sent, task in zip(message.tasks, host.tasks, strict=True):
             assert launch_plan.host_of(task.task) == host
             assert sent.argv == list(task.argv)
-            assert sent.env == dict(task.env)
+            assert message.task_env(sent) == dict(task.env)  # TF_CONFIG rebuilt by the agent
+            assert "TF_CONFIG" not in sent.env  # the cluster travels once, not once per task
             assert sent.cwd == task.cwd
         assert decode_command(message.encode()) == message
         assert isinstance(message, Launch)

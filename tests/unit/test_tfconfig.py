@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from worker import env
-from worker.context import context
+from worker.task_context import context
 from worker.tfconfig import TaskId, TFConfig, TFConfigError, build_cluster
 
 CHIEF0, WORKER0, WORKER1, EVAL0 = (TaskId("chief", 0), TaskId("worker", 0), TaskId("worker", 1),
