@@ -34,6 +34,7 @@ from worker.protocol import (
     DumpStacks,
     Exited,
     Output,
+    Ping,
     Progress,
     SignalTasks,
     Started,
@@ -102,6 +103,7 @@ class AttemptRunner:
         self.started_at = time.time()
         self.first_progress_at: float | None = None
         self.health = HealthMonitor(health, self.started_at)
+        self.next_ping = self.started_at
 
     def emit(self, event: str, **fields: Any) -> None:
         fields.setdefault("attempt", self.plan.attempt)
@@ -190,12 +192,21 @@ class AttemptRunner:
                 wake.append(due - now)
             if self.terminate_at is not None:
                 wake.append(self.terminate_at - now)
+            if now >= self.next_ping:
+                self._ping(now)
+            wake.append(self.next_ping - now)
             if deadline is not None and wake[0] <= 0:
                 return
             with contextlib.suppress(queue.Empty):
                 self._dispatch(self.inbox.get(timeout=max(0.0, min(wake))))
             if watch_health and self.stopping_since is None:
                 self._check_health()
+
+    def _ping(self, now: float) -> None:
+        """Tell every agent we are alive, so a partitioned agent can stop its tasks itself."""
+        self.next_ping = now + self.plan.heartbeat_interval_s
+        for host in self.open_agents:
+            self.handles[host].send(Ping())
 
     def _dispatch(self, item: QueueItem) -> None:
         if isinstance(item, Interrupt):

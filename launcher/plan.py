@@ -74,6 +74,7 @@ class LaunchPlan:
     hosts: tuple[HostPlan, ...]
     heartbeat_interval_s: float
     grace_period_s: float
+    heartbeat_timeout_s: float | None = None
     cluster: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
@@ -99,7 +100,8 @@ class LaunchPlan:
         return Launch(job=self.job, attempt=self.attempt, tasks=tasks,
                       cluster={kind: list(addrs) for kind, addrs in self.cluster.items()},
                       heartbeat_interval_s=self.heartbeat_interval_s,
-                      grace_period_s=self.grace_period_s)
+                      grace_period_s=self.grace_period_s,
+                      coordinator_timeout_s=self.heartbeat_timeout_s)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form printed by ``tfcluster plan --json`` (a contract: tests read it)."""
@@ -217,7 +219,8 @@ def plan(
     return LaunchPlan(job=spec.name, attempt=attempt, run_dir=run_dir,
                       checkpoint_dir=checkpoint_dir, resume=resume, hosts=hosts,
                       heartbeat_interval_s=spec.health.heartbeat_interval_s,
-                      grace_period_s=spec.health.grace_period_s, cluster=cluster)
+                      grace_period_s=spec.health.grace_period_s,
+                      heartbeat_timeout_s=spec.health.heartbeat_timeout_s, cluster=cluster)
 
 
 def _host_plan(spec: ClusterSpec, name: str, tasks: tuple[TaskPlan, ...],

@@ -260,7 +260,7 @@ def _check_remote(run: _HostRun, backend: SshBackend) -> HostReport:
         run.connection = connection = connect(target, backend.options, deadline)
     except SshError as exc:
         report.connect = "FAILED"
-        report.fail(exc.summary, str(exc))
+        report.fail(exc.summary, exc.detail)
         return report
     try:
         key = connection.host_key
@@ -275,7 +275,7 @@ def _check_remote(run: _HostRun, backend: SshBackend) -> HostReport:
         try:
             result = connection.run(command.rstrip(), deadline)
         except SshError as exc:
-            report.fail(exc.summary, str(exc))
+            report.fail(exc.summary, exc.detail)
             return report
         _read_probe(report, work, workdir, status=result.status, stdout=result.stdout,
                     stderr=result.stderr)
@@ -333,7 +333,7 @@ def _read_probe(report: HostReport, work: _Work, workdir: str, *, status: int, s
         tail = stderr.decode("utf-8", "replace").strip().splitlines()[-5:]
         error = explain_agent_exit(work.host.name, python=work.host.python, workdir=workdir,
                                    status=status, stderr_tail=tail)
-        report.fail(error.summary, str(error))
+        report.fail(error.summary, error.detail)
         return
     version = str(found.get("python", "?"))
     report.python = version

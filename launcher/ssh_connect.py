@@ -367,8 +367,9 @@ def _authenticate(transport: paramiko.Transport, target: SshTarget, deadline: De
             except paramiko.BadAuthenticationType as exc:
                 allowed = ", ".join(exc.allowed_types) or "none"
                 raise AuthenticationError(
-                    target.name, target.user, target.address, [*tried, what],
-                    f" (the host does not accept public keys; it allows: {allowed})") from exc
+                    target.name, user=target.user, address=target.address, tried=[*tried, what],
+                    detail=f" (the host does not accept public keys; it allows: {allowed})",
+                ) from exc
             except paramiko.AuthenticationException:
                 tried.append(f"{what} rejected")
                 continue
@@ -377,8 +378,10 @@ def _authenticate(transport: paramiko.Transport, target: SshTarget, deadline: De
                 break  # the host hung up (e.g. too many authentication failures)
             if more:
                 raise AuthenticationError(
-                    target.name, target.user, target.address, [*tried, f"{what} accepted"],
-                    f" (the host also wants: {', '.join(more)}, which tfcluster cannot do)")
+                    target.name, user=target.user, address=target.address,
+                    tried=[*tried, f"{what} accepted"],
+                    detail=f" (the host also wants: {', '.join(more)}, which tfcluster cannot do)")
             if transport.is_authenticated():
                 return
-        raise AuthenticationError(target.name, target.user, target.address, [*tried, *notes])
+        raise AuthenticationError(target.name, user=target.user, address=target.address,
+                                  tried=tried, notes=notes)

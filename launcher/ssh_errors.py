@@ -21,6 +21,11 @@ class SshError(AgentStartError):
         super().__init__(host, problem, hint)
         self.summary = summary
 
+    @property
+    def detail(self) -> str:
+        """The full explanation without the host name in front (for per-host listings)."""
+        return self.problem + (f" ({self.hint})" if self.hint else "")
+
 
 class SshConfigError(SshError):
     """The ssh configuration for ``host`` cannot be used (unparsable, unsupported option)."""
@@ -68,8 +73,8 @@ class UnknownHostKeyError(SshError):
             f"the authenticity of {name} can't be established: its {key_type} key "
             f"fingerprint is {fingerprint} and {known_hosts} has no key for it",
             "check that fingerprint with the host's administrator (on the host: ssh-keygen -lf "
-            "/etc/ssh/ssh_host_*_key.pub), then trust it with: "
-            f"{keyscan_command(hostname, port, known_hosts)}  -- or rerun with "
+            "/etc/ssh/ssh_host_*_key.pub), then trust it with "
+            f"`{keyscan_command(hostname, port, known_hosts)}`, or rerun with "
             "--accept-new-host-keys to record it on first contact")
 
 
@@ -121,15 +126,18 @@ class RevokedHostKeyError(SshError):
 
 
 class AuthenticationError(SshError):
-    """No key the coordinator has was accepted by the host for ``user``."""
+    """No key the coordinator has was accepted by the host for ``user``. ``tried`` lists every key
+    offered (or skipped) and its fate; ``notes`` say why no more were available (no ssh-agent...)."""
 
-    def __init__(self, host: str, user: str, address: str, tried: Sequence[str],
-                 detail: str = "") -> None:
-        self.user, self.address, self.tried = user, address, tuple(tried)
+    def __init__(self, host: str, *, user: str, address: str, tried: Sequence[str],
+                 notes: Sequence[str] = (), detail: str = "") -> None:
+        self.user, self.address = user, address
+        self.tried, self.notes = tuple(tried), tuple(notes)
         keys = "; ".join(self.tried) if self.tried else "no key to offer"
+        extra = "".join(f"; {note}" for note in self.notes)
         super().__init__(
             host, f"authentication failed for {user} (tried {len(self.tried)} key(s))",
-            f"authentication failed for {user}@{address}{detail}; tried: {keys}",
+            f"authentication failed for {user}@{address}{detail}; tried: {keys}{extra}",
             f"authorize one of these public keys for {user} on the host (ssh-copy-id), set "
             f"hosts.{host}.identity_file / user in the spec, or load the right key into ssh-agent")
 

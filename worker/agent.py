@@ -33,6 +33,7 @@ from worker.protocol import (
     Launch,
     Message,
     Output,
+    Ping,
     Progress,
     ProtocolError,
     SignalTasks,
@@ -67,6 +68,7 @@ class Agent:
         self.terminated_sent = False
         self.next_heartbeat = 0.0
         self._pending_commands: list[str] = []
+        self.last_command_at = time.monotonic()
 
     # --- output to the coordinator ----------------------------------------------------------
 
@@ -191,6 +193,7 @@ class Agent:
             self.selector.unregister(self.commands_fd)
             self._coordinator_lost()
             return
+        self.last_command_at = time.monotonic()
         for line in self.commands.feed(chunk):
             self.handle_command(line)
 
@@ -201,6 +204,8 @@ class Agent:
             command = decode_command(line)
         except ProtocolError as exc:
             self.emit(AgentError(message=f"bad command: {exc}"))
+            return
+        if isinstance(command, Ping):
             return
         if isinstance(command, Terminate):
             self.begin_terminate(command.grace_period_s)
@@ -265,6 +270,12 @@ class Agent:
 
     def tick(self) -> None:
         now = time.monotonic()
+        silence = self.launch.coordinator_timeout_s if self.launch else None
+        if silence is not None and not self.input_closed and now - self.last_command_at > silence:
+            sys.stderr.write(f"agent: no word from the coordinator for {silence:g}s; "
+                             "stopping every task\n")
+            self.selector.unregister(self.commands_fd)
+            self._coordinator_lost()
         if self.kill_at is not None:
             if not self.killed and now >= self.kill_at:
                 self.killed = True
@@ -289,7 +300,10 @@ class Agent:
     def _timeout(self) -> float:
         if self.kill_at is not None:
             return 0.05 if self.killed else max(0.0, min(self.kill_at - time.monotonic(), 0.05))
-        return max(0.0, self.next_heartbeat - time.monotonic())
+        wake = self.next_heartbeat
+        if self.launch is not None and self.launch.coordinator_timeout_s is not None:
+            wake = min(wake, self.last_command_at + self.launch.coordinator_timeout_s)
+        return max(0.0, wake - time.monotonic())
 
     # --- main loop --------------------------------------------------------------------------
 

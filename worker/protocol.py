@@ -61,6 +61,9 @@ class Launch(Message):
     cluster: dict[str, list[str]] = field(default_factory=dict)
     heartbeat_interval_s: float = 1.0
     grace_period_s: float = 10.0
+    #: The coordinator pings every ``heartbeat_interval_s``; an agent that hears nothing from it
+    #: for this long (a network partition that TCP has not noticed) kills its tasks and exits.
+    coordinator_timeout_s: float | None = None
 
     def task_env(self, task: TaskLaunch) -> dict[str, str]:
         """The env overlay of one task, TF_CONFIG included."""
@@ -85,6 +88,13 @@ class DumpStacks(Message):
     """Ask every task that supports it to write all its threads' Python stacks to its stderr."""
 
     TYPE: ClassVar[str] = "dump_stacks"
+
+
+@dataclass(frozen=True)
+class Ping(Message):
+    """The coordinator is alive (sent every heartbeat interval)."""
+
+    TYPE: ClassVar[str] = "ping"
 
 
 @dataclass(frozen=True)
@@ -185,7 +195,7 @@ class AgentError(Message):
 
 
 COMMANDS: dict[str, type[Message]] = {
-    cls.TYPE: cls for cls in (Launch, SignalTasks, DumpStacks, Terminate)
+    cls.TYPE: cls for cls in (Launch, SignalTasks, DumpStacks, Ping, Terminate)
 }
 EVENTS: dict[str, type[Message]] = {
     cls.TYPE: cls

@@ -201,3 +201,13 @@ def test_local_verb_runs_a_command_on_n_tasks(tmp_path: Path) -> None:
         assert job.wait() == 0, job.stderr
     for task in ("chief:0", "worker:0", "worker:1"):
         assert f"task {task}" in job.stdout
+
+
+def test_sixty_four_tasks_start_and_finish(tmp_path: Path) -> None:
+    run_dir = tmp_path / "n64"
+    with running(["local", "-n", "64", "--quiet", "--", "python3", "-c", "pass"],
+                 run_dir, tmp_path) as job:
+        assert job.wait() == 0, job.stderr
+        assert wait_until_gone(job.mark, 5) == []
+    started = [e for e in read_events(run_dir) if e["event"] == "task_started"]
+    assert len(started) == 64

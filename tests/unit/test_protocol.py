@@ -19,6 +19,7 @@ from worker.protocol import (
     Launch,
     Message,
     Output,
+    Ping,
     Progress,
     ProtocolError,
     SignalTasks,
@@ -44,7 +45,10 @@ COMMAND_MESSAGES = [
     SignalTasks(signal="SIGTERM"),
     SignalTasks(signal="SIGUSR1", task="worker:1"),
     DumpStacks(),
+    Ping(),
     Terminate(grace_period_s=10.0),
+    Launch(job="watched", attempt=1, tasks=[], cluster={"worker": ["h:1", "h:2"]},
+           coordinator_timeout_s=15.0),
 ]
 
 EVENT_MESSAGES = [
@@ -105,7 +109,7 @@ def test_every_message_class_is_covered_here() -> None:
 
 def test_commands_and_events_are_separate_tables() -> None:
     assert not set(COMMANDS) & set(EVENTS)
-    assert set(COMMANDS) == {"launch", "signal", "dump_stacks", "terminate"}
+    assert set(COMMANDS) == {"launch", "signal", "dump_stacks", "ping", "terminate"}
     assert {"hello", "started", "output", "progress", "heartbeat", "exited", "terminated",
             "agent_error"} <= set(EVENTS)
     for cls in COMMANDS.values():

@@ -1,0 +1,171 @@
+"""The agent on its own (``python -m worker.agent``), driven over its stdin/stdout like the
+coordinator drives it: real processes, real signals."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from worker.protocol import (
+    DumpStacks,
+    Exited,
+    Launch,
+    Message,
+    Output,
+    SignalTasks,
+    Started,
+    TaskLaunch,
+    TaskReport,
+    Terminate,
+    Terminated,
+    decode_event,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class AgentUnderTest:
+    def __init__(self, launch: Launch) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "worker.agent"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        self.send(launch)
+
+    def send(self, message: Message) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(message.encode())
+        self.proc.stdin.flush()
+
+    def next_of(self, kind: type[Message], timeout: float = 20) -> Message:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"agent ended before {kind.__name__}: "
+                                     f"{self.proc.stderr.read() if self.proc.stderr else ''}")
+            message = decode_event(line)
+            if isinstance(message, kind):
+                return message
+        raise AssertionError(f"no {kind.__name__} within {timeout}s")
+
+
+@contextlib.contextmanager
+def agent(launch: Launch) -> Iterator[AgentUnderTest]:
+    under_test = AgentUnderTest(launch)
+    try:
+        yield under_test
+    finally:
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(under_test.proc.pid).children(recursive=True):
+                child.kill()
+        under_test.proc.kill()
+        under_test.proc.wait()
+
+
+def script_task(tmp_path: Path, name: str, code: str) -> TaskLaunch:
+    script = tmp_path / f"{name}.py"
+    script.write_text(code)
+    return TaskLaunch(task=name, argv=[sys.executable, "-m", "worker.bootstrap", str(script)],
+                      env={"PYTHONUNBUFFERED": "1"}, cwd=str(tmp_path))
+
+
+SLEEP_WITH_CHILD = (
+    "import subprocess, sys, time\n"
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def gone(pids: list[int], timeout: float) -> bool:
+    procs = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            procs.append(psutil.Process(pid))
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    return not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_eof_on_stdin_kills_every_task_tree_and_ends_the_agent(tmp_path: Path) -> None:
+    launch = Launch(job="t", attempt=0, tasks=[script_task(tmp_path, "worker:0", SLEEP_WITH_CHILD)])
+    with agent(launch) as a:
+        started = a.next_of(Started)
+        assert isinstance(started, Started)
+        tree = [started.pid] + [c.pid for c in psutil.Process(started.pid).children(recursive=True)]
+        assert a.proc.stdin is not None
+        a.proc.stdin.close()
+        assert a.proc.wait(10) == 0
+        assert gone(tree, 5)
+
+
+def test_a_silent_coordinator_is_taken_as_gone(tmp_path: Path) -> None:
+    launch = Launch(job="t", attempt=0, coordinator_timeout_s=1.0,
+                    tasks=[script_task(tmp_path, "worker:0", SLEEP_WITH_CHILD)])
+    with agent(launch) as a:
+        started = a.next_of(Started)
+        assert isinstance(started, Started)
+        began = time.monotonic()
+        exited = a.next_of(Exited)  # stdin stays open, but nothing more is sent
+        assert isinstance(exited, Exited) and exited.signal == "SIGTERM"
+        assert time.monotonic() - began < 5
+        assert a.proc.wait(10) == 0
+
+
+def test_signal_command_reaches_only_the_named_task(tmp_path: Path) -> None:
+    code = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
+    launch = Launch(job="t", attempt=0, tasks=[script_task(tmp_path, "worker:0", code),
+                                              script_task(tmp_path, "worker:1", code)])
+    with agent(launch) as a:
+        a.next_of(Started)
+        a.next_of(Started)
+        a.send(SignalTasks(signal="SIGUSR2", task="worker:1"))
+        exited = a.next_of(Exited)
+        assert isinstance(exited, Exited)
+        assert (exited.task, exited.signal) == ("worker:1", "SIGUSR2")
+
+
+def test_dump_stacks_writes_python_stacks_to_the_task_stderr(tmp_path: Path) -> None:
+    code = "import time\ndef waiting_here():\n    time.sleep(600)\nwaiting_here()\n"
+    launch = Launch(job="t", attempt=0, tasks=[script_task(tmp_path, "worker:0", code)])
+    with agent(launch) as a:
+        a.next_of(Started)
+        a.next_of(TaskReport)  # "ready": the stack-dump handler is installed
+        a.send(DumpStacks())
+        assert a.proc.stdout is not None
+        lines = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any("waiting_here" in x for x in lines):
+            lines.append(a.proc.stdout.readline().decode())
+        assert any("most recent call first" in x for x in lines)
+        assert any("waiting_here" in x for x in lines)
+
+
+def test_terminate_kills_a_task_that_ignores_sigterm_after_the_grace(tmp_path: Path) -> None:
+    code = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('up', flush=True)\ntime.sleep(600)\n")
+    launch = Launch(job="t", attempt=0, tasks=[script_task(tmp_path, "worker:0", code)])
+    with agent(launch) as a:
+        a.next_of(Started)
+        a.next_of(Output)  # "up": SIGTERM is ignored from here on
+        began = time.monotonic()
+        a.send(Terminate(grace_period_s=0.5))
+        exited = a.next_of(Exited)
+        assert isinstance(exited, Exited) and exited.signal == "SIGKILL"
+        assert 0.4 < time.monotonic() - began < 5
+        assert isinstance(a.next_of(Terminated), Terminated)
+
+
+def test_a_bad_launch_message_is_reported_not_a_traceback() -> None:
+    proc = subprocess.run([sys.executable, "-m", "worker.agent"], input=b'{"type":"launch"}\n',
+                          capture_output=True, timeout=30, check=False)
+    assert proc.returncode == 2
+    assert b'"agent_error"' in proc.stdout and b"bad launch message" in proc.stdout
+    assert b"Traceback" not in proc.stderr
