@@ -62,8 +62,9 @@ class Job:
         self.stderr_path = run_dir.parent / f"{run_dir.name}.stderr"
         env = {**os.environ, MARK_VAR: self.mark, "NO_COLOR": "1"}
         with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "launcher", *argv,
-                                          "--run-dir", str(run_dir)],
+            verb, *rest = argv  # options before the command that `local` takes after --
+            self.proc = subprocess.Popen([sys.executable, "-m", "launcher", verb,
+                                          "--run-dir", str(run_dir), *rest],
                                          stdout=out, stderr=err, cwd=cwd, env=env)
 
     @property
