@@ -29,7 +29,7 @@ before ``Popen`` to the first step of attempt 0 (also split: Popen -> ``job_star
 start) -> ``attempt_started`` -> every task started -> first step). The drills' own attempt 0 gives a
 second cold-start figure.
 
-Every process carries a marker env var (``TFCLUSTER_BENCH_MARKER``, unique per invocation; set in the
+Every process carries a marker env var (``BENCH_RECOVERY_MARKER``, unique per invocation; set in the
 CLI's environment and in the spec's ``env``); after every run and at the end psutil checks that none
 is left (any that is gets killed and the script exits 1). Temporary directories are removed.
 """
@@ -62,7 +62,7 @@ from launcher.drill import report as drill_report
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_TRAINER = REPO / "tests" / "fake_trainer.py"
-MARKER_ENV = "TFCLUSTER_BENCH_MARKER"
+MARKER_ENV = "BENCH_RECOVERY_MARKER"  # not TFCLUSTER_*: that prefix is reserved in spec env
 DETECTION_TARGET_MS = 50.0
 LEFTOVER_WAIT_S = 10.0
 
@@ -359,7 +359,7 @@ def one_cold(tfcluster: Sequence[str], w: Workload, marker: str, backoff_s: floa
 
 
 def measure(tfcluster: Sequence[str], w: Workload, runs: int, marker: str, backoff_s: float,
-            tmp: Path, warmup: int) -> Results:
+            *, tmp: Path, warmup: int) -> Results:
     results = Results(w)
     for index in range(warmup):  # page cache, .pyc: not counted
         with scratch(tmp, f"{w.key}-warmup-") as work:
@@ -378,7 +378,7 @@ def measure(tfcluster: Sequence[str], w: Workload, runs: int, marker: str, backo
                          f"steps lost {d.steps_lost}, others stopped in {d.stopped_s:.3f}s "
                          f"({', '.join(d.stop_exits)}); load {os.getloadavg()[0]:.2f}")
             except BenchmarkError as exc:
-                results.errors.append(f"drill: {exc}")
+                results.errors.append(str(exc))
                 progress(f"{label} drill FAILED: {exc}")
         with scratch(tmp, f"{w.key}-cold-") as work:
             try:
@@ -387,7 +387,7 @@ def measure(tfcluster: Sequence[str], w: Workload, runs: int, marker: str, backo
                 progress(f"{label} cold start: first step after {c.total_s:.3f}s; "
                          f"load {os.getloadavg()[0]:.2f}")
             except BenchmarkError as exc:
-                results.errors.append(f"cold run: {exc}")
+                results.errors.append(str(exc))
                 progress(f"{label} cold run FAILED: {exc}")
     return results
 
@@ -600,10 +600,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="tfcluster-recovery-") as tmp:
             if args.fake_runs:
                 all_results.append(measure(args.tfcluster, fake, args.fake_runs, marker,
-                                           args.backoff, Path(tmp), args.warmup))
+                                           args.backoff, tmp=Path(tmp), warmup=args.warmup))
             if args.tf_runs:
                 all_results.append(measure(args.tfcluster, digits, args.tf_runs, marker,
-                                           args.backoff, Path(tmp), 0))
+                                           args.backoff, tmp=Path(tmp), warmup=0))
                 with contextlib.suppress(subprocess.CalledProcessError):
                     tf_import = time_tf_import(1)
     finally:

@@ -166,7 +166,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         wanted = ports_to_allocate(spec)
         ports = dict(zip(wanted, allocator.allocate(len(wanted)), strict=True))
         launch_plan = plan(spec, attempt=0, run_dir=str(default_run_dir(spec.name).absolute()),
-                           ports=ports, local_python=sys.executable, base_dir=os.getcwd())
+                           ports=ports, local_python=sys.executable, base_dir=os.getcwd(),
+                           local_address=local_task_address(spec))
     finally:
         allocator.close()
     print(plan_json(launch_plan) if args.json else plan_text(launch_plan))
@@ -300,7 +301,8 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, fault: Fault | None
     live = console.interactive and not args.quiet
     listener = board.apply if live else PlainStatus(console, board)
     coordinator = Coordinator(spec, run_dir, backend, console, local_python=sys.executable,
-                              base_dir=os.getcwd(), fault=fault, listeners=[listener])
+                              base_dir=os.getcwd(), fault=fault, listeners=[listener],
+                              local_address=local_task_address(spec))
     previous = {sig: signal.signal(sig, coordinator.interrupt)
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -316,6 +318,17 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, fault: Fault | None
         console.error(f"job {spec.name} failed: {result.reason}; exit code {result.exit_code}; "
                       f"run dir {run_dir.path}")
     return result.exit_code, run_dir.path
+
+
+def local_task_address(spec: ClusterSpec) -> str:
+    """How remote tasks reach the tasks on this machine: ``localhost`` for an all-local job,
+    else the local address on the route to the first remote host."""
+    from launcher.netaddr import address_towards
+
+    remote = [name for name in spec.hosts if not spec.is_local(name)]
+    if not remote:
+        return "localhost"
+    return address_towards(spec.address_of(remote[0])) or "localhost"
 
 
 COMMANDS = {"run": cmd_run, "local": cmd_local, "plan": cmd_plan, "validate": cmd_validate,

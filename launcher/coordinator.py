@@ -25,12 +25,15 @@ from launcher.failures import TaskFailure
 from launcher.outcome import AttemptResult, AttemptStatus
 from launcher.plan import HostPlan, LaunchPlan, ResumePoint, plan, ports_to_allocate
 from launcher.policy import Action, Decision, decide
-from launcher.ports import PortAllocator
+from launcher.ports import PortAllocator, port_is_free
 from launcher.rundir import RunDir
 from launcher.spec import ClusterSpec
 from launcher.state import JobState, JobStateMachine
 from launcher.summary import job_summary
 from worker.tfconfig import TaskId
+
+#: How long a restart waits for the previous attempt's ports to be released.
+PORT_FREE_WAIT_S = 5.0
 
 #: Gives the checkpoint file access for the host the chief runs on (None: cannot be read).
 FSForHost = Callable[[HostPlan], CheckpointFS | None]
@@ -60,7 +63,8 @@ class Coordinator:
     def __init__(self, spec: ClusterSpec, run_dir: RunDir, backend: Backend, console: Console,
                  *, ports: PortAllocator | None = None, local_python: str = "python3",
                  base_dir: str = ".", checkpoint_fs: FSForHost = local_fs_only,
-                 fault: Fault | None = None, listeners: Sequence[Listener] = ()) -> None:
+                 fault: Fault | None = None, listeners: Sequence[Listener] = (),
+                 local_address: str = "localhost") -> None:
         self.spec = spec
         self.run_dir = run_dir
         self.backend = backend
@@ -71,6 +75,7 @@ class Coordinator:
         self.checkpoint_fs = checkpoint_fs
         self.fault = fault
         self.listeners = list(listeners)
+        self.local_address = local_address
         self.queue: queue.SimpleQueue[QueueItem] = queue.SimpleQueue()
         self.machine = JobStateMachine()
         self.events: EventLog | None = None
@@ -113,7 +118,8 @@ class Coordinator:
     def _plan(self, attempt: int, ports: dict[TaskId, int], resume: ResumePoint | None
               ) -> LaunchPlan:
         return plan(self.spec, attempt=attempt, run_dir=str(self.run_dir.path), ports=ports,
-                    resume=resume, local_python=self.local_python, base_dir=self.base_dir)
+                    resume=resume, local_python=self.local_python, base_dir=self.base_dir,
+                    local_address=self.local_address)
 
     def _run_job(self) -> JobResult:
         spec = self.spec
@@ -148,7 +154,7 @@ class Coordinator:
             self.console.warn(f"restarting the job ({decision.reason}) in "
                               f"{decision.backoff_s:.1f}s from "
                               f"{'step ' + str(resume.step) if resume else 'the beginning'}")
-            if decision.fresh_ports:
+            if decision.fresh_ports or not self._ports_free(ports):
                 old = self.ports.held
                 self.ports.release(old)
                 ports = self._allocate(avoid=old)
@@ -158,6 +164,20 @@ class Coordinator:
                                                     f"tfcluster was stopped by {interrupt.name}"),
                                   exit_code=128 + interrupt.signum)
             attempt += 1
+
+    def _ports_free(self, ports: dict[TaskId, int], wait_s: float = PORT_FREE_WAIT_S) -> bool:
+        """Whether the previous attempt's local ports can be bound again (every process that
+        held them is gone); waits briefly for the kernel to release them."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            busy = [port for port in ports.values() if not port_is_free(port)]
+            if not busy:
+                return True
+            if time.monotonic() >= deadline:
+                self.console.warn(f"ports {busy} are still in use after the attempt; "
+                                  "the next attempt gets fresh ports")
+                return False
+            time.sleep(0.05)
 
     def _after_failure(self, launch_plan: LaunchPlan, result: AttemptResult,
                        previous: ResumePoint | None) -> tuple[AttemptResult, ResumePoint | None]:

@@ -172,9 +172,11 @@ def plan(
     resume: ResumePoint | None = None,
     local_python: str = REMOTE_PYTHON,
     base_dir: str = ".",
+    local_address: str = LOCAL_ADDRESS,
 ) -> LaunchPlan:
     """Everything ``run`` will start for one attempt. ``ports`` fills in the tasks whose port the
-    spec leaves to tfcluster; relative local paths are resolved against ``base_dir``."""
+    spec leaves to tfcluster; relative local paths are resolved against ``base_dir``; local tasks
+    appear in TF_CONFIG at ``local_address`` (``localhost`` unless other hosts must reach them)."""
     ports = ports or {}
     slots = spec.task_slots()
     port_of: dict[TaskId, int | None] = {}
@@ -185,7 +187,7 @@ def plan(
         port_of[slot.task] = port if needs_port(slot) else None
 
     def address(slot: TaskSlot) -> str:
-        host = LOCAL_ADDRESS if spec.is_local(slot.host) else spec.address_of(slot.host)
+        host = local_address if spec.is_local(slot.host) else spec.address_of(slot.host)
         return format_address(host, port_of[slot.task] or 0)
 
     cluster = build_cluster({s.task: address(s) for s in slots if needs_port(s)})

@@ -453,3 +453,14 @@ def test_plan_text_shows_each_task_tf_config() -> None:
     for task in launch_plan.tasks:
         assert f"TF_CONFIG: {task.env[env.TF_CONFIG]}" in out
         assert str(task.task) in out
+
+
+def test_local_tasks_of_a_multi_host_job_use_the_reachable_local_address() -> None:
+    spec = spec_from_dict({
+        "name": "mixed", "entrypoint": {"module": "train"},
+        "hosts": {"node-a": {"address": "198.18.0.11"}},
+        "tasks": [{"type": "chief", "host": "localhost", "port": 2222},
+                  {"type": "worker", "host": "node-a", "port": 2222}]})
+    launch_plan = plan(spec, attempt=0, run_dir="/r", local_address="198.18.0.1")
+    assert dict(launch_plan.cluster) == {"chief": ("198.18.0.1:2222",),
+                                         "worker": ("198.18.0.11:2222",)}

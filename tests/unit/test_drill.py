@@ -1,0 +1,193 @@
+"""Drill reports computed from scripted ``events.jsonl`` contents, and when a fault is due."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import pytest
+
+from launcher.drill import FAULTS, Fault, report
+
+Event = dict[str, Any]
+
+
+def ev(ts: float, event: str, **fields: Any) -> Event:
+    return {"ts": ts, "event": event, **fields}
+
+
+def progress(ts: float, task: str, step: int, attempt: int, first: bool = False) -> Event:
+    return ev(ts, "task_progress", task=task, step=step, attempt=attempt, first=first,
+              metrics={})
+
+
+def fault(ts: float = 10.0, step: int = 100, attempt: int = 0) -> Event:
+    return ev(ts, "fault_injected", task="worker:1", host="localhost", signal="SIGKILL", step=step,
+              attempt=attempt)
+
+
+def failed(ts: float, observed_at: float, task: str = "worker:1", attempt: int = 0,
+           kind: str = "signalled") -> Event:
+    return ev(ts, "task_failed", task=task, host="localhost", attempt=attempt, kind=kind,
+              died_at=observed_at - 0.005, observed_at=observed_at, signal="SIGKILL")
+
+
+def drill_run(*, injected_step: int = 100, resumed_step: int = 81,
+              end: str | None = "job_succeeded") -> list[Event]:
+    """A kill drill: worker:1 killed at ``injected_step``; attempt 1 starts at ``resumed_step``."""
+    events = [
+        ev(0.0, "job_started", job="digits", tasks=["chief:0", "worker:0", "worker:1"]),
+        ev(0.5, "attempt_started", attempt=0),
+        progress(1.0, "chief:0", 1, 0, first=True),
+        progress(1.1, "worker:1", 1, 0, first=True),
+        progress(9.9, "worker:1", injected_step, 0),
+        fault(10.0, injected_step),
+        failed(10.5, observed_at=10.02),
+        failed(10.6, observed_at=10.6, task="chief:0", kind="exited"),
+        ev(11.0, "job_restarting", attempt=1, reason="worker:1 failed"),
+        ev(12.0, "attempt_started", attempt=1, resume_step=resumed_step - 1),
+        progress(13.5, "chief:0", resumed_step, 1, first=True),
+        progress(13.7, "worker:1", resumed_step, 1, first=True),
+        progress(20.0, "worker:1", resumed_step + 50, 1),
+    ]
+    if end is not None:
+        events.append(ev(30.0, end, job="digits"))
+    return events
+
+
+def test_a_kill_drill_report() -> None:
+    result = report(drill_run())
+    assert result.detection_s == pytest.approx(0.02)  # observed_at - injection, not the event ts
+    assert result.recovery_s == pytest.approx(3.5)  # first step of the next attempt - injection
+    assert result.steps_lost == 20  # steps 81..100 are done again
+    assert result.restarts == 1
+    assert result.outcome == "succeeded"
+    assert result.detected is not None
+    assert (result.detected["task"], result.detected["kind"]) == ("worker:1", "signalled")
+
+
+def test_report_lines() -> None:
+    lines = report(drill_run()).lines()
+    assert lines[0] == "drill report: SIGKILL to worker:1 at step 100"
+    assert "  detected as     signalled (worker:1)" in lines
+    assert "  detection       20.0 ms" in lines
+    assert "  resumed at      step 81" in lines
+    assert "  steps lost      20" in lines
+    assert "  recovery        3.50 s (fault to first step after restart)" in lines
+    assert "  restarts        1" in lines
+    assert "  outcome         succeeded" in lines
+
+
+@pytest.mark.parametrize(("injected_step", "resumed_step", "lost"), [
+    (100, 81, 20),  # checkpoint at 80
+    (100, 1, 100),  # no checkpoint: from the beginning
+    (100, 100, 1),  # checkpoint at 99: step 100 is done again
+    (100, 101, 0),  # checkpoint at the very step of the fault
+    (100, 150, 0),  # never negative
+])
+def test_steps_lost(injected_step: int, resumed_step: int, lost: int) -> None:
+    result = report(drill_run(injected_step=injected_step, resumed_step=resumed_step))
+    assert result.steps_lost == lost
+
+
+def test_a_failure_before_the_fault_is_not_its_detection() -> None:
+    events = drill_run()
+    events.insert(3, failed(0.9, observed_at=0.9, task="worker:0", kind="exited"))
+    result = report(events)
+    assert result.detected is not None
+    assert result.detected["task"] == "worker:1"
+    assert result.detection_s == pytest.approx(0.02)
+
+
+def test_only_the_first_step_of_a_later_attempt_is_recovery() -> None:
+    events = drill_run()
+    # A task of the faulted attempt taking its first step after the fault is not a recovery.
+    events.insert(7, progress(10.7, "worker:0", 100, 0, first=True))
+    result = report(events)
+    assert result.recovery_s == pytest.approx(3.5)
+    assert result.resumed is not None
+    assert result.resumed["step"] == 81
+
+
+def test_a_fault_in_a_later_attempt_counts_from_that_attempt() -> None:
+    events = [
+        ev(0.0, "attempt_started", attempt=0),
+        progress(1.0, "worker:1", 1, 0, first=True),
+        ev(2.0, "job_restarting", attempt=1),
+        ev(3.0, "attempt_started", attempt=1),
+        progress(4.0, "worker:1", 50, 1, first=True),  # before the fault: not a recovery
+        fault(5.0, step=60, attempt=1),
+        failed(5.2, observed_at=5.1),
+        ev(6.0, "job_restarting", attempt=2),
+        ev(7.0, "attempt_started", attempt=2),
+        progress(8.0, "worker:1", 56, 2, first=True),
+        ev(9.0, "job_succeeded"),
+    ]
+    result = report(events)
+    assert result.recovery_s == pytest.approx(3.0)
+    assert result.steps_lost == 5
+    assert result.restarts == 2
+
+
+def test_no_restart_leaves_recovery_unknown() -> None:
+    events = [e for e in drill_run(end="job_failed") if e.get("attempt", 0) == 0
+              and e["event"] != "job_restarting" or e["event"] == "job_failed"]
+    result = report(events)
+    assert result.detection_s == pytest.approx(0.02)
+    assert result.recovery_s is None
+    assert result.steps_lost is None
+    assert result.restarts == 0
+    lines = result.lines()
+    assert "  resumed at      -" in lines
+    assert "  steps lost      -" in lines
+    assert "  recovery        - (fault to first step after restart)" in lines
+
+
+def test_a_fault_never_injected_says_so() -> None:
+    events = [e for e in drill_run() if e["event"] != "fault_injected"]
+    result = report(events)
+    assert result.injected is None
+    assert (result.detection_s, result.recovery_s, result.steps_lost) == (None, None, None)
+    assert result.outcome == "succeeded"
+    (line,) = result.lines()
+    assert "never injected" in line
+
+
+@pytest.mark.parametrize(("ends", "outcome"), [
+    (["job_succeeded"], "succeeded"),
+    (["job_failed"], "failed"),
+    ([], "unfinished"),
+])
+def test_outcome(ends: list[str], outcome: str) -> None:
+    events = drill_run(end=None) + [ev(40.0 + i, end) for i, end in enumerate(ends)]
+    result = report(events)
+    assert result.outcome == outcome
+    assert f"  outcome         {outcome}" in result.lines()
+
+
+FAULT = Fault(task="worker:1", at_step=100, signal=signal.SIGKILL)
+
+
+@pytest.mark.parametrize(("attempt", "task", "step", "due"), [
+    (0, "worker:1", 100, True),
+    (0, "worker:1", 101, True),  # reports are throttled: the first report at or after the step
+    (0, "worker:1", 99, False),
+    (0, "worker:0", 100, False),
+    (0, "chief:0", 500, False),
+    (1, "worker:1", 100, False),  # only in the attempt it was meant for
+])
+def test_fault_due(attempt: int, task: str, step: int, due: bool) -> None:
+    assert FAULT.due(attempt, task, step) is due
+
+
+def test_fault_in_a_chosen_attempt() -> None:
+    later = Fault(task="chief:0", at_step=5, signal=signal.SIGTERM, attempt=2)
+    assert later.due(2, "chief:0", 5)
+    assert not later.due(0, "chief:0", 5)
+
+
+@pytest.mark.parametrize(("name", "signum"), [
+    ("kill", signal.SIGKILL), ("term", signal.SIGTERM), ("stop", signal.SIGSTOP),
+])
+def test_fault_names(name: str, signum: signal.Signals) -> None:
+    assert FAULTS[name] is signum
