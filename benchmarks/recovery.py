@@ -121,12 +121,12 @@ def digits_spec(w: Workload, marker: str, backoff_s: float) -> dict[str, Any]:
     }
 
 
-def workloads(fake_at_step: int, tf_at_step: int) -> tuple[Workload, Workload]:
+def workloads(fake_at_step: int, tf_at_step: int, tf_grace_s: float) -> tuple[Workload, Workload]:
     fake = Workload("fake", "fake trainer (chief + 2 workers)", steps=100, checkpoint_every=10,
                     task="worker:1", at_step=fake_at_step, grace_period_s=3.0, timeout_s=90.0,
                     build=fake_spec)
     digits = Workload("digits", "digits, TF MWMS (2 workers)", steps=200, checkpoint_every=50,
-                      task="worker:1", at_step=tf_at_step, grace_period_s=10.0, timeout_s=600.0,
+                      task="worker:1", at_step=tf_at_step, grace_period_s=tf_grace_s, timeout_s=600.0,
                       build=digits_spec)
     return fake, digits
 
@@ -267,8 +267,8 @@ class DrillSample:
     steps_lost: int
     resume_step: int
     stopped_s: float  # death -> last task_exited of attempt 0
-    restarting_s: float  # last task_exited -> job_restarting
-    lookup_s: float  # part of it: last task_exited -> checkpoint_found
+    lookup_s: float  # last task_exited -> checkpoint_found (agents gone, checkpoint looked up)
+    restarting_s: float  # checkpoint_found -> job_restarting (policy)
     backoff_s: float  # job_restarting -> attempt_started (attempt 1)
     spawn_s: float  # attempt_started -> last task_started (attempt 1)
     init_s: float  # last task_started -> first step (attempt 1)
@@ -307,8 +307,8 @@ def drill_sample(events: Sequence[Event], popen_at: float, task: str) -> DrillSa
         end_to_end_ms=(observed_at - ts(injected)) * 1000,
         recovery_s=first_step - died_at, recovery_all_s=max(ts(e) for e in firsts) - died_at,
         steps_lost=report.steps_lost, resume_step=-1 if resume_step is None else int(resume_step),
-        stopped_s=stopped_at - died_at, restarting_s=ts(restarting) - stopped_at,
-        lookup_s=lookup_at - stopped_at, backoff_s=ts(started) - ts(restarting),
+        stopped_s=stopped_at - died_at, lookup_s=lookup_at - stopped_at,
+        restarting_s=ts(restarting) - lookup_at, backoff_s=ts(started) - ts(restarting),
         spawn_s=last_started - ts(started), init_s=first_step - last_started,
         cold=cold_sample(events, popen_at, attempt=0), stop_exits=exits)
 
@@ -485,23 +485,21 @@ def breakdown_table(all_results: Sequence[Results]) -> list[str]:
         "### Where recovery time goes (seconds, median over the drills; death = "
         "`task_failed.died_at`)",
         "",
-        "| workload | death -> all other tasks stopped (last `task_exited`) | -> `job_restarting` "
-        "(agents closed + checkpoint lookup) | of which -> `checkpoint_found` | -> "
-        "`attempt_started` (backoff) | -> all tasks started (agent + spawn) | -> first step "
-        "(task init: imports, MWMS, restore) | sum of medians | recovery (median) |",
+        "| workload | death -> all other tasks stopped (last `task_exited`) | -> `checkpoint_found` "
+        "(agents exit, checkpoint lookup) | -> `job_restarting` | -> `attempt_started` (backoff) "
+        "| -> all tasks started (agent + spawn) | -> first step (task init: imports, MWMS, "
+        "restore) | sum of medians | recovery (median) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in all_results:
         d = r.drills
         if not d:
             continue
-        parts = [med([x.stopped_s for x in d]), med([x.restarting_s for x in d]),
-                 med([x.backoff_s for x in d]), med([x.spawn_s for x in d]),
-                 med([x.init_s for x in d])]
-        lookup = med([x.lookup_s for x in d])
-        lines.append(f"| {r.workload.key} | {secs(parts[0])} | {secs(parts[1])} | {secs(lookup)} "
-                     f"| {secs(parts[2])} | {secs(parts[3])} | {secs(parts[4])} "
-                     f"| {secs(sum(parts))} | {secs(med([x.recovery_s for x in d]))} |")
+        parts = [med([x.stopped_s for x in d]), med([x.lookup_s for x in d]),
+                 med([x.restarting_s for x in d]), med([x.backoff_s for x in d]),
+                 med([x.spawn_s for x in d]), med([x.init_s for x in d])]
+        lines.append(f"| {r.workload.key} | " + " | ".join(secs(p) for p in parts)
+                     + f" | {secs(sum(parts))} | {secs(med([x.recovery_s for x in d]))} |")
     return lines
 
 
@@ -570,6 +568,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="fake trainer: kill worker:1 at this step (default 55 of 100)")
     parser.add_argument("--tf-at-step", type=int, default=120,
                         help="digits: kill worker:1 at this step (default 120 of 200)")
+    parser.add_argument("--tf-grace", type=float, default=10.0, metavar="S",
+                        help="digits: health.grace_period_s, TERM -> KILL when stopping the other "
+                        "tasks (default 10, as in cluster_specs/local-2workers.yaml)")
     parser.add_argument("--warmup", type=int, default=1,
                         help="uncounted fake-trainer cold runs first (default 1)")
     parser.add_argument("--tfcluster", type=shlex.split, default=default_tfcluster(),
@@ -577,8 +578,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.fake_runs < 0 or args.tf_runs < 0 or args.warmup < 0:
         parser.error("run counts must not be negative")
-    if args.backoff < 0:
-        parser.error("--backoff must not be negative")
+    if args.backoff < 0 or args.tf_grace < 0:
+        parser.error("--backoff and --tf-grace must not be negative")
     return args
 
 
@@ -589,7 +590,7 @@ def loadavg() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     marker = uuid.uuid4().hex
-    fake, digits = workloads(args.fake_at_step, args.tf_at_step)
+    fake, digits = workloads(args.fake_at_step, args.tf_at_step, args.tf_grace)
     progress(f"tfcluster: {shlex.join(args.tfcluster)}; marker {MARKER_ENV}={marker}")
     load_before = loadavg()
     began = time.monotonic()

@@ -212,8 +212,13 @@ class AttemptRunner:
         if isinstance(item, Interrupt):
             if self.interrupt is None:
                 self.interrupt = item
-                self.console.warn(f"got {item.name}: stopping every task")
+                self.console.warn(f"got {item.name}: stopping every task "
+                                  f"(grace {self.plan.grace_period_s:g}s; again to kill now)")
                 self._stop(f"tfcluster got {item.name}")
+            else:
+                self.console.warn(f"got {item.name} again: killing every task now")
+                for handle in self.handles.values():
+                    handle.send(Terminate(grace_period_s=0.0))
             return
         if isinstance(item, AgentClosed):
             self._on_agent_closed(item)
@@ -409,11 +414,12 @@ class AttemptRunner:
         if self.terminate_at is not None:  # graceful: wait for the others to exit on their own
             self._loop(self._running, deadline=self.terminate_at)
             self._terminate_all()
+        if self.stopping_since is not None:  # commands (a second Ctrl-C) still reach the agents
+            self._loop(lambda: self._running() and bool(self.open_agents),
+                       deadline=time.time() + self.plan.grace_period_s + TEARDOWN_MARGIN_S)
         for handle in self.handles.values():
             handle.close_input()
-        grace = self.plan.grace_period_s if self.stopping_since is not None else 0.0
-        self._loop(lambda: bool(self.open_agents),
-                   deadline=time.time() + grace + TEARDOWN_MARGIN_S)
+        self._loop(lambda: bool(self.open_agents), deadline=time.time() + TEARDOWN_MARGIN_S)
         for host, handle in self.handles.items():
             leftovers = handle.close(timeout_s=2.0)
             if leftovers:

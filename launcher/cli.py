@@ -304,7 +304,7 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, fault: Fault | None
                               base_dir=os.getcwd(), fault=fault, listeners=[listener],
                               local_address=local_task_address(spec))
     previous = {sig: signal.signal(sig, coordinator.interrupt)
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         with console.live(board.table) if live else contextlib.nullcontext():
             result = coordinator.run()

@@ -9,7 +9,17 @@ multi-worker docs prescribe and tfcluster expects (see DESIGN.md, "Checkpoints")
   (``checkpoint`` state file, ``ckpt-<step>.index``, ``ckpt-<step>.data-*``);
 - every other task writes into its own ``workertemp_<index>`` directory and removes it right away;
 - :meth:`TrainingCheckpoint.restore` prefers ``TFCLUSTER_RESUME_CHECKPOINT`` and falls back to the
-  latest checkpoint in the chief's directory, so a run outside tfcluster resumes as well.
+  latest checkpoint in the chief's directory, so a run outside tfcluster resumes as well;
+- :meth:`TrainingCheckpoint.preempted` makes a ``SIGTERM`` to any one task a graceful preemption:
+  every task stops at the same step, saves it, and the script exits with
+  ``worker.env.PREEMPTION_EXIT_CODE`` (see :mod:`worker.preemption`)::
+
+      for step in range(start + 1, steps + 1):
+          train_step(iterator)
+          worker.report(step)
+          ckpt.maybe_save(step, every=50)
+          if ckpt.preempted(step):          # every task, after every step
+              sys.exit(PREEMPTION_EXIT_CODE)  # or: ckpt.exit_if_preempted(step)
 
 TensorFlow is imported lazily: importing this module never loads TF.
 """
@@ -21,6 +31,8 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from worker.env import PREEMPTION_EXIT_CODE
+from worker.preemption import DEFAULT_TIMEOUT_S, PreemptionWatcher
 from worker.reporting import send as report_send
 from worker.tfconfig import EVALUATOR
 
@@ -43,10 +55,16 @@ class TrainingCheckpoint:
     :meth:`save` assigns it, :meth:`restore` returns its restored value. The optimizer must have
     created its variables (``optimizer.build(model.trainable_variables)``) before :meth:`restore`:
     Keras 3 optimizers do not support TF's deferred restoration.
+
+    ``strategy`` (the job's ``MultiWorkerMirroredStrategy``) is needed by :meth:`preempted` when
+    the job has more than one task; ``preemption_check_every`` and ``preemption_timeout_s`` are
+    :class:`~worker.preemption.PreemptionWatcher`'s ``every`` and ``timeout_s``.
     """
 
     def __init__(
-        self, ctx: TaskContext, step: tf.Variable, max_to_keep: int = 3, **trackables: Any
+        self, ctx: TaskContext, step: tf.Variable, max_to_keep: int = 3, *,
+        strategy: Any | None = None, preemption_check_every: int = 1,
+        preemption_timeout_s: float | None = DEFAULT_TIMEOUT_S, **trackables: Any
     ) -> None:
         import tensorflow as tf
 
@@ -55,8 +73,14 @@ class TrainingCheckpoint:
         self.ctx = ctx
         self.step = step
         self.max_to_keep = max_to_keep
+        self.strategy = strategy
         self.checkpoint = tf.train.Checkpoint(step=step, **trackables)
         self._manager: tf.train.CheckpointManager | None = None
+        self._saved_step: int | None = None
+        lone = ctx.num_workers <= 1 or ctx.task_type == EVALUATOR  # no collectives to join
+        self._watcher = PreemptionWatcher(None if lone else strategy,
+                                          every=preemption_check_every,
+                                          timeout_s=preemption_timeout_s)
         #: The prefix restored by :meth:`restore`, if any.
         self.restored_from: str | None = None
 
@@ -108,6 +132,7 @@ class TrainingCheckpoint:
         if own_dir is None or self.ctx.task_type == EVALUATOR:
             return None
         self.step.assign(step)
+        self._saved_step = step
         if self.ctx.is_chief:
             path: str = self._chief_manager(own_dir).save(checkpoint_number=step)
             return path
@@ -127,6 +152,35 @@ class TrainingCheckpoint:
         if every <= 0 or step <= 0 or step % every:
             return None
         return self.save(step)
+
+    # -- preemption ------------------------------------------------------------------------------
+
+    def preempted(self, step: int) -> bool:
+        """Call on every task after every step ``step`` (after ``worker.report(step)``).
+
+        True, on every task at the same step, once any task of the job got ``SIGTERM``: the
+        checkpoint at ``step`` is then saved (on every task, as :meth:`save` requires; the chief's
+        is kept) and reported to tfcluster, and the caller should exit with
+        ``worker.env.PREEMPTION_EXIT_CODE`` at once. The first call installs the ``SIGTERM``
+        handler, so call it from the main thread. Costs one scalar all-reduce per checked step.
+        """
+        if self._watcher.strategy is None and self.ctx.num_workers > 1 \
+                and self.ctx.task_type != EVALUATOR:
+            raise ValueError("TrainingCheckpoint.preempted needs the job's strategy: pass "
+                             "strategy=<your MultiWorkerMirroredStrategy> to TrainingCheckpoint")
+        self._watcher.install()
+        if not self._watcher.should_stop(step):
+            return False
+        if self._saved_step != step:
+            self.save(step)
+        report_send({"kind": "preempted", "step": step})
+        log.warning("preempted: checkpoint saved at step %d on %s", step, self.ctx.task)
+        return True
+
+    def exit_if_preempted(self, step: int) -> None:
+        """:meth:`preempted`, then ``SystemExit(PREEMPTION_EXIT_CODE)`` if it is True."""
+        if self.preempted(step):
+            raise SystemExit(PREEMPTION_EXIT_CODE)
 
     def _chief_manager(self, directory: str) -> tf.train.CheckpointManager:
         if self._manager is None:

@@ -133,11 +133,13 @@ def test_signal_command_reaches_only_the_named_task(tmp_path: Path) -> None:
 
 
 def test_dump_stacks_writes_python_stacks_to_the_task_stderr(tmp_path: Path) -> None:
-    code = "import time\ndef waiting_here():\n    time.sleep(600)\nwaiting_here()\n"
+    code = ("import time\ndef waiting_here():\n    print('up', flush=True)\n    time.sleep(600)\n"
+            "waiting_here()\n")
     launch = Launch(job="t", attempt=0, tasks=[script_task(tmp_path, "worker:0", code)])
     with agent(launch) as a:
         a.next_of(Started)
         a.next_of(TaskReport)  # "ready": the stack-dump handler is installed
+        a.next_of(Output)  # "up": inside waiting_here
         a.send(DumpStacks())
         assert a.proc.stdout is not None
         lines = []

@@ -211,3 +211,18 @@ def test_sixty_four_tasks_start_and_finish(tmp_path: Path) -> None:
         assert wait_until_gone(job.mark, 5) == []
     started = [e for e in read_events(run_dir) if e["event"] == "task_started"]
     assert len(started) == 64
+
+
+def test_a_second_ctrl_c_kills_at_once_instead_of_waiting_the_grace(tmp_path: Path) -> None:
+    spec, run_dir = run_spec(tmp_path, fake_spec(
+        "twice", args=["--steps", "100000", "--ignore-term"], health={"grace_period_s": 60}))
+    with running(["run", str(spec)], run_dir, tmp_path) as job:
+        for task in ("worker:0", "worker:1", "worker:2"):
+            job.wait_event(by("task_progress", task=task))
+        job.proc.send_signal(signal.SIGINT)
+        job.wait_event(by("job_stopping"))
+        job.proc.send_signal(signal.SIGINT)
+        assert job.wait(timeout=15) == 128 + signal.SIGINT
+        assert wait_until_gone(job.mark, 2) == []
+    exits = [e for e in read_events(run_dir) if e["event"] == "task_exited"]
+    assert {e["signal"] for e in exits} == {"SIGKILL"}

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.ssh.remote import processes_with
+from tests.ssh.remote import SshSetup, processes_with
 from tests.ssh.sshd import Sshd, SshdUnavailableError, generate_key, start_sshd
 
 
@@ -63,3 +63,8 @@ def mark() -> Iterator[str]:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     assert not left, f"processes left behind: {[p.pid for p in left]}"
+
+
+@pytest.fixture
+def ssh(sshd: Sshd, client_key: Path, known_hosts: Path, mark: str) -> SshSetup:
+    return SshSetup(sshd, client_key, known_hosts, mark)

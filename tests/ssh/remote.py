@@ -7,6 +7,7 @@ import contextlib
 import getpass
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +55,16 @@ def wait_marked_gone(mark: str, timeout: float) -> list[psutil.Process]:
         if not alive or now >= deadline:
             return alive
         psutil.wait_procs(alive, timeout=min(0.2, deadline - now))
+
+
+@dataclass(frozen=True)
+class SshSetup:
+    """The test sshd with a client key it accepts, a known_hosts that trusts it, the test's mark."""
+
+    sshd: Sshd
+    key: Path
+    known_hosts: Path
+    mark: str
+
+    def spec(self, name: str, **fields: Any) -> dict[str, Any]:
+        return ssh_spec(name, self.sshd, self.key, self.known_hosts, mark=self.mark, **fields)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.jobs import REPO, write_spec
-from tests.ssh.remote import SSH_HOST, ssh_host_entry, ssh_spec
+from tests.ssh.remote import SSH_HOST, SshSetup, ssh_host_entry, ssh_spec
 from tests.ssh.sshd import HOST, Sshd, free_port, generate_key
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(60)]
@@ -67,12 +67,11 @@ def silent_port() -> Iterator[int]:
 
 
 def test_every_host_is_checked_at_once_and_reported_in_one_table(
-        tmp_path: Path, sshd: Sshd, client_key: Path, known_hosts: Path, mark: str,
-        silent_port: int) -> None:
+        tmp_path: Path, ssh: SshSetup, silent_port: int) -> None:
+    sshd, client_key, known_hosts = ssh.sshd, ssh.key, ssh.known_hosts
     wrong = generate_key(tmp_path / "wrong_key")
     checkpoint = tmp_path / "ckpt" / "deep" / "dir"
-    spec = ssh_spec("mixed", sshd, client_key, known_hosts, mark=mark,
-                    checkpoint={"dir": str(checkpoint)})
+    spec = ssh.spec("mixed", checkpoint={"dir": str(checkpoint)})
     spec["hosts"].update({
         "closed": {**ssh_host_entry(sshd, client_key, known_hosts), "port": free_port()},
         "badkey": ssh_host_entry(sshd, wrong, known_hosts),
@@ -85,7 +84,6 @@ def test_every_host_is_checked_at_once_and_reported_in_one_table(
     result, took = preflight(write_spec(tmp_path, spec), "--connect-timeout",
                              str(CONNECT_TIMEOUT_S))
     out = result.stdout
-    print(out, took)
     assert result.returncode == 1, out + result.stderr
     assert took < CONNECT_TIMEOUT_S + MARGIN_S, f"preflight took {took:.1f}s"
     assert out.count("HOST ") == 1  # one table

@@ -22,7 +22,7 @@ from launcher.backends.ssh import SshBackend
 from launcher.plan import HostPlan, TaskPlan
 from launcher.ssh_errors import RemoteCommandError
 from tests.jobs import REPO, by, fake_spec, read_events, running, write_spec
-from tests.ssh.remote import SSH_HOST, processes_with, ssh_spec, wait_marked_gone
+from tests.ssh.remote import SSH_HOST, SshSetup, processes_with, ssh_spec, wait_marked_gone
 from tests.ssh.sshd import Sshd
 from worker.protocol import Launch, TaskLaunch
 from worker.tfconfig import TaskId, TFConfig
@@ -53,7 +53,7 @@ def test_a_job_over_ssh_succeeds_with_the_events_of_a_local_run(
     with running(["run", str(local)], tmp_path / "local-run", tmp_path) as job_local:
         assert job_local.wait() == 0, job_local.stderr
     ssh_events, local_events = job.events(), job_local.events()
-    assert [e["event"] for e in ssh_events][0] == "job_started"
+    assert ssh_events[0]["event"] == "job_started"
     assert ssh_events[-1]["event"] == "job_succeeded"
     assert {e["event"] for e in ssh_events} == {e["event"] for e in local_events}
     assert task_events(ssh_events) == task_events(local_events)
@@ -137,15 +137,15 @@ BARE_PYTHON = str(Path(sys.base_prefix) / "bin" / "python3")
     (BARE_PYTHON, "/", "worker not importable"),
 ])
 def test_an_agent_that_cannot_start_is_an_error_that_says_why(
-        tmp_path: Path, sshd: Sshd, client_key: Path, known_hosts: Path, python: str,
-        workdir: str, summary: str) -> None:
+        tmp_path: Path, ssh: SshSetup, python: str, workdir: str, summary: str) -> None:
+    sshd = ssh.sshd
     if python == BARE_PYTHON and subprocess.run([python, "-c", "import worker"], cwd="/",
                                                 capture_output=True, check=False).returncode == 0:
         pytest.skip(f"{python} can import worker here")
     events: queue.SimpleQueue[AgentEvent] = queue.SimpleQueue()
     backend = SshBackend()
     launch = Launch(job="j", attempt=0, tasks=[TaskLaunch("worker:0", ["true"], {}, workdir)])
-    plan = host_plan(sshd, client_key, known_hosts, python=python, workdir=workdir)
+    plan = host_plan(sshd, ssh.key, ssh.known_hosts, python=python, workdir=workdir)
     with pytest.raises(RemoteCommandError) as caught:
         backend.start(plan, launch, events.put, tmp_path / "agent.log")
     assert caught.value.summary == summary

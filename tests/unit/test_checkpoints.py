@@ -305,7 +305,7 @@ def test_remove_worker_temp_dirs_removes_only_worker_copies(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("make", [
     pytest.param(lambda d: None, id="no directory"),
-    pytest.param(lambda d: manager_dir(d), id="no worker copies"),
+    pytest.param(manager_dir, id="no worker copies"),
 ])
 def test_remove_worker_temp_dirs_with_nothing_to_remove(make: Callable[[Path], object],
                                                         tmp_path: Path) -> None:

@@ -130,8 +130,9 @@ def test_a_fault_in_a_later_attempt_counts_from_that_attempt() -> None:
 
 
 def test_no_restart_leaves_recovery_unknown() -> None:
-    events = [e for e in drill_run(end="job_failed") if e.get("attempt", 0) == 0
-              and e["event"] != "job_restarting" or e["event"] == "job_failed"]
+    run = drill_run(end=None)
+    gave_up = [e["event"] for e in run].index("job_restarting")
+    events = [*run[:gave_up], ev(11.0, "job_failed", job="digits")]
     result = report(events)
     assert result.detection_s == pytest.approx(0.02)
     assert result.recovery_s is None

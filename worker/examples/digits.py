@@ -3,7 +3,11 @@
 Run it under tfcluster (``python -m worker.examples.digits``) or on its own (one task). Every
 task prints ``test_accuracy=...``, ``weights_sha256=...`` and ``final_step=...`` at the end; the
 weights hash is the same on every task, and with ``--deterministic`` the same across runs,
-restarts included.
+restarts and preemptions included.
+
+A ``SIGTERM`` to any task is a graceful preemption: every task stops at the same step, the chief
+saves a checkpoint there, and every task exits with ``worker.env.PREEMPTION_EXIT_CODE`` (143);
+tfcluster then restarts the job from that step without counting it against ``max_restarts``.
 
 Keras 3 ``model.fit`` is broken under MultiWorkerMirroredStrategy on TF 2.21, so this uses the
 custom loop (``strategy.run`` + ``tf.GradientTape``) with Keras 3 layers and optimizer.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -22,6 +27,7 @@ import numpy as np
 
 import worker
 from worker.checkpointing import TrainingCheckpoint
+from worker.env import PREEMPTION_EXIT_CODE
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -39,9 +45,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--deterministic", action="store_true",
                         help="seed everything and enable TF op determinism")
     parser.add_argument("--seed", type=int, default=0, help="seed for data order and init")
+    parser.add_argument("--preemption-check-every", type=int, default=1,
+                        help="agree on a preemption notice every N steps (default 1)")
     args = parser.parse_args(argv)
-    if args.steps < 0 or args.batch_size <= 0:
-        parser.error("--steps must be >= 0 and --batch-size > 0")
+    if args.steps < 0 or args.batch_size <= 0 or args.preemption_check_every <= 0:
+        parser.error("--steps must be >= 0, --batch-size and --preemption-check-every > 0")
     return args
 
 
@@ -114,46 +122,12 @@ def build_model(seed: int | None) -> Any:
     )
 
 
-def weights_sha256(model: Any) -> str:
-    digest = hashlib.sha256()
-    for weight in model.weights:
-        digest.update(np.ascontiguousarray(np.asarray(weight.numpy())).tobytes())
-    return digest.hexdigest()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    ctx = worker.context()
-
+def make_train_step(strategy: Any, model: Any, optimizer: Any, global_batch: int) -> Any:
+    """One distributed training step as a ``tf.function`` of the distributed iterator."""
+    import keras
     import tensorflow as tf
 
-    # The strategy must exist before any other TF op runs (it configures the collective runtime).
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    import keras
-
-    if args.deterministic:
-        keras.utils.set_random_seed(args.seed)  # python, numpy, TF (and Keras 3's own) seeds
-        tf.config.experimental.enable_op_determinism()
-
-    x_train, y_train, x_test, y_test = load_data()
-    with strategy.scope():
-        model = build_model(args.seed if args.deterministic else None)
-        # Keras 3 optimizers bind to the strategy current at construction: create inside scope.
-        optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
-        optimizer.build(model.trainable_variables)  # before restore: no deferred restoration
-    step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-    ckpt = TrainingCheckpoint(ctx, step_var, model=model, optimizer=optimizer)
-
-    start = ckpt.restore()
-    log(ctx, f"{ctx.num_workers} worker(s), attempt {ctx.attempt}, "
-             + (f"resumed at step {start} from {ckpt.restored_from}" if ckpt.restored_from
-                else "fresh start"))
-
-    dataset = make_dataset(x_train, y_train, steps=args.steps, batch_size=args.batch_size,
-                           seed=args.seed, start=start)
-    iterator = iter(strategy.experimental_distribute_dataset(dataset))
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-    global_batch = args.batch_size
 
     def replica_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
@@ -170,7 +144,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         per_replica = strategy.run(replica_step, args=(features, labels))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    train_step: Any = tf.function(distributed_step)
+    return tf.function(distributed_step)
+
+
+def weights_sha256(model: Any) -> str:
+    digest = hashlib.sha256()
+    for weight in model.weights:
+        digest.update(np.ascontiguousarray(np.asarray(weight.numpy())).tobytes())
+    return digest.hexdigest()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    ctx = worker.context()
+
+    import tensorflow as tf
+
+    # The strategy must exist before any other TF op runs (it configures the collective runtime).
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    resolver = strategy.cluster_resolver
+    log(ctx, f"cluster {json.dumps(resolver.cluster_spec().as_dict(), sort_keys=True)} "
+             f"task {resolver.task_type}:{resolver.task_id}")
+    import keras
+
+    if args.deterministic:
+        keras.utils.set_random_seed(args.seed)  # python, numpy, TF (and Keras 3's own) seeds
+        tf.config.experimental.enable_op_determinism()
+
+    x_train, y_train, x_test, y_test = load_data()
+    with strategy.scope():
+        model = build_model(args.seed if args.deterministic else None)
+        # Keras 3 optimizers bind to the strategy current at construction: create inside scope.
+        optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
+        optimizer.build(model.trainable_variables)  # before restore: no deferred restoration
+    step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    ckpt = TrainingCheckpoint(ctx, step_var, strategy=strategy,
+                              preemption_check_every=args.preemption_check_every,
+                              model=model, optimizer=optimizer)
+
+    start = ckpt.restore()
+    log(ctx, f"{ctx.num_workers} worker(s), attempt {ctx.attempt}, "
+             + (f"resumed at step {start} from {ckpt.restored_from}" if ckpt.restored_from
+                else "fresh start"))
+
+    dataset = make_dataset(x_train, y_train, steps=args.steps, batch_size=args.batch_size,
+                           seed=args.seed, start=start)
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    train_step = make_train_step(strategy, model, optimizer, args.batch_size)
 
     began = time.monotonic()
     last_saved = start if ckpt.restored_from else None
@@ -179,6 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         worker.report(step, loss=loss)
         if ckpt.maybe_save(step, args.checkpoint_every) is not None:
             last_saved = step
+        if ckpt.preempted(step):  # every task agrees on the step and has saved it
+            log(ctx, f"preempted: checkpoint saved at step {step}, "
+                     f"exiting {PREEMPTION_EXIT_CODE}")
+            return PREEMPTION_EXIT_CODE
     final_step = max(start, args.steps)
     if final_step > 0 and last_saved != final_step:
         ckpt.save(final_step)  # every task, like every save

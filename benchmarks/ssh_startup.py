@@ -1,0 +1,184 @@
+"""How long starting remote agents takes over SSH, for 1, 4 and 8 hosts started in parallel.
+
+Run from the repository root (needs openssh-server: ``make sshd``)::
+
+    .venv/bin/python benchmarks/ssh_startup.py [--sizes 1,4,8] [--repeats 7]
+
+It starts 8 real sshd instances on 127.0.0.1 (separate ports, one temp host key each, one client
+key they all accept) and, for each size N, ``--repeats`` times:
+
+- "connect": N connections at once, each TCP + key exchange + host key check + public key
+  authentication (:func:`launcher.ssh_connect.connect`), until the last one is authenticated;
+- "agent up": N :meth:`SshBackend.start` calls at once, as the coordinator makes them: connect,
+  exec ``cd REPO && exec PYTHON -m worker.agent``, wait for the agent's hello, send the launch
+  message (no task), until the last one has returned. The agents are then closed (EOF) and their
+  connections too.
+
+It prints the medians as a table and the target (8 hosts in under 2x the time of one). At the end
+it checks that no sshd session survived, kills the servers and removes their directories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from launcher.backends.base import AgentEvent  # noqa: E402
+from launcher.backends.ssh import SshAgentHandle, SshBackend  # noqa: E402
+from launcher.plan import HostPlan  # noqa: E402
+from launcher.ssh_connect import ConnectOptions, SshConnection, connect  # noqa: E402
+from tests.ssh.sshd import Sshd, generate_key, start_sshd  # noqa: E402
+from worker.protocol import Launch  # noqa: E402
+
+SERVERS = 8
+TARGET_RATIO = 2.0
+
+
+def host_plans(servers: Sequence[Sshd], key: Path, known_hosts: Path) -> list[HostPlan]:
+    return [HostPlan(name=f"node-{i}", local=False, address="127.0.0.1", python=sys.executable,
+                     tasks=(), user=None, ssh_port=server.port, identity_file=str(key),
+                     known_hosts=str(known_hosts)) for i, server in enumerate(servers)]
+
+
+def in_parallel(calls: Sequence[Callable[[], object]]) -> tuple[float, list[object]]:
+    """Run every call in its own thread, released together; seconds until the last returned."""
+    results: list[object] = [None] * len(calls)
+    errors: queue.SimpleQueue[BaseException] = queue.SimpleQueue()
+    barrier = threading.Barrier(len(calls) + 1)
+
+    def run(index: int) -> None:
+        barrier.wait()
+        try:
+            results[index] = calls[index]()
+        except BaseException as exc:  # reported below, in the main thread
+            errors.put(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    took = time.perf_counter() - started
+    if not errors.empty():
+        raise errors.get()
+    return took, results
+
+
+def connect_all(backend: SshBackend, hosts: Sequence[HostPlan]) -> float:
+    targets = [backend.target(h) for h in hosts]
+    took, connections = in_parallel([lambda t=t: connect(t, backend.options) for t in targets])
+    for connection in connections:
+        if isinstance(connection, SshConnection):
+            connection.close()
+    return took
+
+
+def start_all(backend: SshBackend, hosts: Sequence[HostPlan], logs: Path) -> float:
+    events: queue.SimpleQueue[AgentEvent] = queue.SimpleQueue()
+    launch = Launch(job="bench", attempt=0, tasks=[], heartbeat_interval_s=60.0)
+    took, handles = in_parallel([
+        lambda h=h: backend.start(h, launch, events.put, logs / f"{h.name}.log") for h in hosts])
+    for handle in handles:
+        if isinstance(handle, SshAgentHandle):
+            handle.close_input()
+    for handle in handles:
+        if isinstance(handle, SshAgentHandle):
+            handle.close(timeout_s=5.0)
+    return took
+
+
+@dataclass
+class Size:
+    n: int
+    connect: list[float] = field(default_factory=list)
+    start: list[float] = field(default_factory=list)
+
+
+def table(sizes: Sequence[Size], repeats: int) -> list[str]:
+    base = statistics.median(sizes[0].start)
+    lines = [f"### SSH agent start-up, N hosts in parallel (median of {repeats}; "
+             f"{os.cpu_count()} CPU(s))", "",
+             "| N hosts | connect + auth (s) | agent up: connect + exec + hello (s) "
+             f"| agent up vs N={sizes[0].n} |",
+             "|---:|---:|---:|---:|"]
+    for size in sizes:
+        start = statistics.median(size.start)
+        lines.append(f"| {size.n} | {statistics.median(size.connect):.3f} | {start:.3f} "
+                     f"| {start / base:.2f}x |")
+    return lines
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1,4,8",
+                        help=f"comma-separated host counts, at most {SERVERS} (default 1,4,8)")
+    parser.add_argument("--repeats", type=int, default=7, help="runs per size (default 7)")
+    args = parser.parse_args(argv)
+    args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if not args.sizes or any(not 1 <= n <= SERVERS for n in args.sizes):
+        parser.error(f"sizes must be between 1 and {SERVERS}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    servers: list[Sshd] = []
+    with tempfile.TemporaryDirectory(prefix="tfcluster-ssh-bench-") as tmp:
+        work = Path(tmp)
+        os.environ["HOME"] = str(work)  # no ~/.ssh/config or default keys of this machine
+        os.environ.pop("SSH_AUTH_SOCK", None)
+        try:
+            key = generate_key(work / "client_key")
+            servers = [start_sshd(work / f"sshd-{i}", [key]) for i in range(SERVERS)]
+            known_hosts = work / "known_hosts"
+            known_hosts.write_text("".join(s.known_hosts_line() for s in servers))
+            hosts = host_plans(servers, key, known_hosts)
+            backend = SshBackend()
+            print(f"connect options: {ConnectOptions()}; python {sys.version.split()[0]}",
+                  file=sys.stderr)
+            start_all(backend, hosts, work)  # warm-up: page cache, first imports
+            sizes = [Size(n) for n in args.sizes]
+            for repeat in range(args.repeats):
+                for size in sizes:  # interleaved, so load drifts hit every size alike
+                    size.connect.append(connect_all(backend, hosts[:size.n]))
+                    size.start.append(start_all(backend, hosts[:size.n], work))
+                print(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(
+                    f"N={s.n} {s.start[-1]:.3f}s" for s in sizes), file=sys.stderr)
+            leftovers = [p.pid for s in servers for p in s.wait_no_sessions(5)]
+        finally:
+            for server in servers:
+                server.stop()
+    print("\n".join(table(sizes, args.repeats)))
+    status = 0
+    one = [s for s in sizes if s.n == 1]
+    eight = [s for s in sizes if s.n == SERVERS]
+    if one and eight:
+        ratio = statistics.median(eight[0].start) / statistics.median(one[0].start)
+        verdict = "PASS" if ratio < TARGET_RATIO else "FAIL"
+        print(f"\n- target: {SERVERS} hosts < {TARGET_RATIO}x one host: {ratio:.2f}x -> {verdict}")
+        status = 0 if ratio < TARGET_RATIO else 1
+    print(f"- load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if leftovers:
+        print(f"- sshd sessions left after closing the agents (killed): {leftovers}")
+        status = 1
+    else:
+        print("- sshd sessions left after closing the agents: none")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

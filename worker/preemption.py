@@ -1,0 +1,198 @@
+"""Graceful preemption for MultiWorkerMirroredStrategy custom training loops.
+
+A preemption notice is a ``SIGTERM`` to *any one* task (from ``tfcluster signal``, a cluster manager,
+or a test). The task that gets it cannot simply save and leave: the other tasks are in lock-step
+with it and would hang in their next collective. So every task asks, after every step, "did any
+task get a notice?", and they all get the same answer at the same step:
+
+- the ``SIGTERM`` handler only sets a local flag;
+- :meth:`PreemptionWatcher.should_stop` all-reduces that flag (SUM of 0/1 over every replica) in
+  a small ``tf.function``, i.e. one scalar collective next to the train step. Every task calls it
+  at the same steps, as MWMS requires of every collective, so every task sees the same result at
+  the same step and stops there: the step it just trained is the one it saves, nothing is lost.
+
+Cost: one extra scalar all-reduce per checked step (``every`` > 1 checks less often, at the price of
+reacting up to ``every - 1`` steps later). Measured with two CPU workers on one 2-core host: about
+2.7 ms per check on a ~8 ms digits step; it does not grow with the model.
+
+A loop that stalls after the notice (typically: a peer died, so a collective never returns and the
+Python handler, which runs only between bytecodes of the main thread, never gets to run) must not
+outlive the notice forever. The signal's arrival is therefore also watched from a thread through
+:func:`signal.set_wakeup_fd`; if the loop makes no call to :meth:`~PreemptionWatcher.should_stop`
+for ``timeout_s`` (counted from the notice or the last call, whichever is later), the thread
+dumps every thread's stack to stderr and the task terminates by ``SIGTERM`` as if no handler were
+installed (not with exit code 143, which would claim a checkpoint that was never saved).
+
+TensorFlow is imported lazily: importing this module never loads TF.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+__all__ = ["DEFAULT_TIMEOUT_S", "PreemptionWatcher"]
+
+log = logging.getLogger(__name__)
+
+#: How long the training loop may stall after a notice before the task gives up on a graceful stop.
+DEFAULT_TIMEOUT_S = 30.0
+
+_Handler = Any  # what signal.signal returns: a callable, SIG_DFL / SIG_IGN, or None
+
+
+class PreemptionWatcher:
+    """Turns a ``SIGTERM`` to any task of an MWMS job into the same stop step on every task.
+
+    ``strategy`` is the job's ``MultiWorkerMirroredStrategy`` (None: a lone task, no collective).
+    :meth:`install` must run in the main thread; :meth:`should_stop` must be called by every task
+    after the same steps (it runs a collective on every ``every``-th step).
+    """
+
+    def __init__(self, strategy: Any | None, *, every: int = 1,
+                 timeout_s: float | None = DEFAULT_TIMEOUT_S,
+                 signum: signal.Signals = signal.SIGTERM) -> None:
+        if every < 1:
+            raise ValueError(f"every must be >= 1, not {every}")
+        self.strategy = strategy
+        self.every = every
+        self.timeout_s = timeout_s
+        self.signum = signum
+        self._requested = threading.Event()  # this task got the signal
+        self._agreed = threading.Event()  # every task agreed to stop: no more watchdog
+        self._last_call = time.monotonic()  # the loop's last call of should_stop
+        self._agree_fn: Any = None
+        self._installed = False
+        self._previous_handler: _Handler = None
+        self._previous_wakeup_fd = -1
+        self._wake_w: int | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- the signal ------------------------------------------------------------------------------
+
+    @property
+    def requested(self) -> bool:
+        """Whether this task got a preemption notice (other tasks may have got one instead)."""
+        return self._requested.is_set()
+
+    def install(self) -> None:
+        """Catch the notice from now on (main thread only; idempotent)."""
+        if self._installed:
+            return
+        self._previous_handler = signal.signal(self.signum, self._on_signal)
+        self._installed = True
+        if self.timeout_s is None:
+            return
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)  # the C-level handler must never block on it
+        self._previous_wakeup_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        self._wake_w = write_fd
+        self._thread = threading.Thread(target=self._watch, args=(read_fd,),
+                                        name="preemption-watchdog", daemon=True)
+        self._thread.start()
+
+    def uninstall(self) -> None:
+        """Restore the previous handler (main thread only; idempotent)."""
+        if not self._installed:
+            return
+        signal.signal(self.signum, self._previous_handler)
+        self._installed = False
+        if self._wake_w is not None:
+            signal.set_wakeup_fd(self._previous_wakeup_fd)
+            self._agreed.set()  # wakes a watchdog that is counting down
+            os.close(self._wake_w)  # EOF ends the watchdog thread
+            self._wake_w = None
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        del frame
+        if not self._requested.is_set():
+            self._requested.set()
+            # os.write, not print: the main thread may be inside a write to sys.stderr right now
+            os.write(2, f"[tfcluster] got {signal.Signals(signum).name}: every task will save a "
+                        "checkpoint at the next agreed step and exit\n".encode())
+
+    # -- the agreement ---------------------------------------------------------------------------
+
+    def should_stop(self, step: int) -> bool:
+        """Whether every task stops after ``step``: True on every task at once, or on none.
+
+        A collective on every ``every``-th step: every task must call it after the same steps.
+        """
+        self._last_call = time.monotonic()
+        if step % self.every:
+            return False
+        local = self._requested.is_set()
+        agreed = local if self.strategy is None else self._any_task(local)
+        if agreed:
+            self._agreed.set()
+        return agreed
+
+    def _any_task(self, local: bool) -> bool:
+        import tensorflow as tf
+
+        if self._agree_fn is None:
+            strategy: Any = self.strategy
+
+            def any_flag(flag: tf.Tensor) -> tf.Tensor:
+                per_replica = strategy.run(tf.identity, args=(flag,))
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+            self._agree_fn = tf.function(any_flag)
+        return int(self._agree_fn(tf.constant(int(local), dtype=tf.int32))) > 0
+
+    # -- the watchdog ----------------------------------------------------------------------------
+
+    def _watch(self, read_fd: int) -> None:
+        """Learn of the signal at once (even while the main thread is stuck in TF), then give the
+        loop ``timeout_s`` between calls to :meth:`should_stop` until the tasks agree."""
+        with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as wake:
+            while True:
+                data = wake.read(64)
+                if not data:
+                    return  # uninstalled
+                if self.signum in data:
+                    break
+        self._requested.set()
+        noticed = time.monotonic()
+        assert self.timeout_s is not None
+        while not self._agreed.is_set():
+            left = max(noticed, self._last_call) + self.timeout_s - time.monotonic()
+            if left <= 0:
+                self._give_up()
+                return
+            self._agreed.wait(left)
+
+    def _give_up(self) -> None:
+        print(f"[tfcluster] no graceful stop within {self.timeout_s:g}s of "
+              f"{self.signum.name} (is a peer gone, or does the loop not call should_stop / "
+              "TrainingCheckpoint.preempted?); terminating without a checkpoint. Stacks:",
+              file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        sys.stderr.flush()
+        _die_by(self.signum)
+
+
+def _die_by(signum: signal.Signals) -> None:
+    """End the process by ``signum`` with its default action, from any thread.
+
+    ``signal.signal`` only works in the main thread, which is stuck: reset the disposition in C.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal(int(signum), None)  # SIG_DFL is 0
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # delivery is asynchronous
+    except (OSError, AttributeError):
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)
