@@ -345,6 +345,7 @@ class AttemptRunner:
             self._lose_host(item.host, item.at, f"lost contact with its agent: {item.reason}")
 
     def _lose_host(self, host: str, since: float, why: str) -> None:
+        self.health.host_gone(host)
         lost = [t for t in self.tasks.values()
                 if t.plan.host == host and t.state in ("pending", "running")]
         for runtime in lost:

@@ -15,6 +15,7 @@ chief is remote, one over SFTP.
 
 from __future__ import annotations
 
+import codecs
 import os
 import posixpath
 import re
@@ -108,7 +109,8 @@ def parse_state(text: str) -> list[str]:
         found = _STATE_LINE.match(line)
         if not found:
             continue
-        value = found.group(2).encode().decode("unicode_escape")
+        # protobuf text format: C escapes, non-ASCII bytes as octal (\303\251 is "é")
+        value = codecs.escape_decode(found.group(2).encode())[0].decode("utf-8", "replace")
         if found.group(1) == "model_checkpoint_path":
             latest = value
         else:

@@ -89,5 +89,4 @@ def report(events: Sequence[dict[str, Any]]) -> DrillReport:
     restarts = sum(1 for e in events if e["event"] == "job_restarting")
     final = next((e["event"] for e in reversed(events)
                   if e["event"] in ("job_succeeded", "job_failed")), "unfinished")
-    return DrillReport(injected, detected, resumed, restarts,
-                       "succeeded" if final == "job_succeeded" else final)
+    return DrillReport(injected, detected, resumed, restarts, final.removeprefix("job_"))

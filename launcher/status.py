@@ -76,6 +76,16 @@ class StatusBoard:
         elif kind in ("job_stopping", "job_restarting", "job_succeeded", "job_failed"):
             self.job_state = kind.removeprefix("job_")
 
+    def ordered(self) -> list[TaskRow]:
+        """Chief, workers by index (worker:2 before worker:10), evaluator."""
+        rank = {"chief": 0, "worker": 1, "evaluator": 2}
+
+        def key(row: TaskRow) -> tuple[int, int, str]:
+            kind, _, index = row.task.partition(":")
+            return rank.get(kind, 3), int(index) if index.isdigit() else 0, row.task
+
+        return sorted(self.rows.values(), key=key)
+
     def table(self) -> Any:
         from rich.table import Table
 
@@ -84,7 +94,7 @@ class StatusBoard:
         for column in ("task", "host", "state", "step", "steps/s", "restarts"):
             table.add_column(column, justify="right" if column in ("step", "steps/s",
                                                                     "restarts") else "left")
-        for row in sorted(self.rows.values(), key=lambda r: r.task):
+        for row in self.ordered():
             rate = row.rate
             table.add_row(row.task, row.host, row.state, "-" if row.step is None else str(row.step),
                           "-" if rate is None else f"{rate:.1f}", str(row.restarts))
@@ -92,7 +102,7 @@ class StatusBoard:
 
     def progress_line(self) -> str:
         parts = []
-        for row in sorted(self.rows.values(), key=lambda r: r.task):
+        for row in self.ordered():
             rate = row.rate
             parts.append(f"{row.task} {row.state} step {'-' if row.step is None else row.step}"
                          + ("" if rate is None else f" ({rate:.1f}/s)"))

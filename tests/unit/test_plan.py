@@ -13,8 +13,8 @@ from launcher.plan import LaunchPlan, PlanError, ResumePoint, plan, ports_to_all
 from launcher.plan_view import plan_json, plan_text
 from launcher.spec import ClusterSpec, spec_from_dict
 from worker import env
-from worker.task_context import context
 from worker.protocol import Launch, decode_command
+from worker.task_context import context
 from worker.tfconfig import TaskId
 
 PY = "/opt/venv/bin/python"
