@@ -21,8 +21,12 @@ its ``events.jsonl``:
   it) and end to end ``fault_injected.ts`` -> ``task_failed.observed_at``;
 - recovery: ``task_failed.died_at`` -> the first ``task_progress`` with ``first`` in attempt 1, and
   the steps lost (``launcher.drill.report``), broken down into death -> every other task of attempt 0
-  stopped (the last ``task_exited``) -> ``job_restarting`` (agents closed, checkpoint looked up) ->
-  ``attempt_started`` (the backoff) -> every task of attempt 1 started (``task_started``) -> first step.
+  stopped (the last ``task_exited``) -> ``checkpoint_found`` (agents exited, checkpoint looked up) ->
+  ``job_restarting`` -> ``attempt_started`` (the backoff) -> every task of attempt 1 started
+  (``task_started``) -> first step.
+
+``--tf-grace S`` sets the digits spec's ``health.grace_period_s`` (TERM -> KILL of the other tasks;
+default 10 as in ``cluster_specs/local-2workers.yaml``) to see what the stop phase costs.
 
 Interleaved with the drills it runs the same job cold, ``tfcluster run SPEC``, and measures from just
 before ``Popen`` to the first step of attempt 0 (also split: Popen -> ``job_started`` (coordinator

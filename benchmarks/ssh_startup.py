@@ -21,6 +21,8 @@ it checks that no sshd session survived, kills the servers and removes their dir
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import os
 import queue
 import statistics
@@ -31,6 +33,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -52,8 +56,32 @@ def host_plans(servers: Sequence[Sshd], key: Path, known_hosts: Path) -> list[Ho
                      known_hosts=str(known_hosts)) for i, server in enumerate(servers)]
 
 
-def in_parallel(calls: Sequence[Callable[[], object]]) -> tuple[float, list[object]]:
-    """Run every call in its own thread, released together; seconds until the last returned."""
+@dataclass(frozen=True)
+class Sample:
+    wall_s: float  # until the last call returned
+    busy_cpu_s: float  # CPU time the whole machine spent meanwhile (every process)
+    own_cpu_s: float  # CPU time of this process (the coordinator's side) meanwhile
+    #: CPU time of this process and of the sshd servers with every session they reaped (sshd,
+    #: login shell, agent), from the start until every agent is closed and reaped: what one
+    #: round costs whatever else runs on the machine.
+    ours_cpu_s: float = 0.0
+
+
+def servers_cpu(servers: Sequence[Sshd]) -> float:
+    total = 0.0
+    for server in servers:
+        times = psutil.Process(server.proc.pid).cpu_times()
+        total += float(times.user + times.system + times.children_user + times.children_system)
+    return total
+
+
+def busy_cpu() -> float:
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
+def in_parallel(calls: Sequence[Callable[[], object]]) -> tuple[Sample, list[object]]:
+    """Run every call in its own thread, released together; timings until the last returned."""
     results: list[object] = [None] * len(calls)
     errors: queue.SimpleQueue[BaseException] = queue.SimpleQueue()
     barrier = threading.Barrier(len(calls) + 1)
@@ -68,57 +96,74 @@ def in_parallel(calls: Sequence[Callable[[], object]]) -> tuple[float, list[obje
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
     for thread in threads:
         thread.start()
+    cpu, own = busy_cpu(), time.process_time()
     barrier.wait()
     started = time.perf_counter()
     for thread in threads:
         thread.join()
     took = time.perf_counter() - started
+    sample = Sample(took, busy_cpu() - cpu, time.process_time() - own)
     if not errors.empty():
         raise errors.get()
-    return took, results
+    return sample, results
 
 
-def connect_all(backend: SshBackend, hosts: Sequence[HostPlan]) -> float:
+def connect_all(backend: SshBackend, hosts: Sequence[HostPlan]) -> Sample:
     targets = [backend.target(h) for h in hosts]
-    took, connections = in_parallel([lambda t=t: connect(t, backend.options) for t in targets])
+    took, connections = in_parallel([functools.partial(connect, t, backend.options)
+                                     for t in targets])
     for connection in connections:
         if isinstance(connection, SshConnection):
             connection.close()
     return took
 
 
-def start_all(backend: SshBackend, hosts: Sequence[HostPlan], logs: Path) -> float:
+def start_all(backend: SshBackend, hosts: Sequence[HostPlan], logs: Path,
+              servers: Sequence[Sshd]) -> Sample:
+    before = servers_cpu(servers) + time.process_time()
     events: queue.SimpleQueue[AgentEvent] = queue.SimpleQueue()
     launch = Launch(job="bench", attempt=0, tasks=[], heartbeat_interval_s=60.0)
     took, handles = in_parallel([
-        lambda h=h: backend.start(h, launch, events.put, logs / f"{h.name}.log") for h in hosts])
+        functools.partial(backend.start, h, launch, events.put, logs / f"{h.name}.log")
+        for h in hosts])
     for handle in handles:
         if isinstance(handle, SshAgentHandle):
             handle.close_input()
     for handle in handles:
         if isinstance(handle, SshAgentHandle):
             handle.close(timeout_s=5.0)
-    return took
+    for server in servers:
+        server.wait_no_sessions(5.0)
+    return dataclasses.replace(took, ours_cpu_s=servers_cpu(servers) + time.process_time()
+                               - before)
 
 
 @dataclass
 class Size:
     n: int
-    connect: list[float] = field(default_factory=list)
-    start: list[float] = field(default_factory=list)
+    connect: list[Sample] = field(default_factory=list)
+    start: list[Sample] = field(default_factory=list)
+
+    def median(self, samples: str, what: str) -> float:
+        return float(statistics.median(getattr(s, what) for s in getattr(self, samples)))
 
 
 def table(sizes: Sequence[Size], repeats: int) -> list[str]:
-    base = statistics.median(sizes[0].start)
-    lines = [f"### SSH agent start-up, N hosts in parallel (median of {repeats}; "
-             f"{os.cpu_count()} CPU(s))", "",
+    cpus = os.cpu_count() or 1
+    base = sizes[0].median("start", "wall_s")
+    lines = [f"### SSH agent start-up, N hosts in parallel (median of {repeats}; {cpus} CPU(s) "
+             "shared by the coordinator, the sshd servers, the login shells and the agents)", "",
              "| N hosts | connect + auth (s) | agent up: connect + exec + hello (s) "
-             f"| agent up vs N={sizes[0].n} |",
-             "|---:|---:|---:|---:|"]
+             f"| vs N={sizes[0].n} | machine CPU busy meanwhile / {cpus} (s) "
+             "| CPU per host: all of it (ms) | CPU per host: coordinator (ms) |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
     for size in sizes:
-        start = statistics.median(size.start)
-        lines.append(f"| {size.n} | {statistics.median(size.connect):.3f} | {start:.3f} "
-                     f"| {start / base:.2f}x |")
+        start = size.median("start", "wall_s")
+        busy = size.median("start", "busy_cpu_s")
+        ours = size.median("start", "ours_cpu_s") / size.n * 1000
+        own = size.median("start", "own_cpu_s") / size.n * 1000
+        lines.append(f"| {size.n} | {size.median('connect', 'wall_s'):.3f} | {start:.3f} "
+                     f"| {start / base:.2f}x | {busy / cpus:.3f} | {ours:.0f} | {own:.1f} |")
     return lines
 
 
@@ -150,14 +195,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             backend = SshBackend()
             print(f"connect options: {ConnectOptions()}; python {sys.version.split()[0]}",
                   file=sys.stderr)
-            start_all(backend, hosts, work)  # warm-up: page cache, first imports
+            start_all(backend, hosts, work, servers)  # warm-up: page cache, first imports
             sizes = [Size(n) for n in args.sizes]
             for repeat in range(args.repeats):
                 for size in sizes:  # interleaved, so load drifts hit every size alike
                     size.connect.append(connect_all(backend, hosts[:size.n]))
-                    size.start.append(start_all(backend, hosts[:size.n], work))
+                    size.start.append(start_all(backend, hosts[:size.n], work,
+                                                servers[:size.n]))
                 print(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(
-                    f"N={s.n} {s.start[-1]:.3f}s" for s in sizes), file=sys.stderr)
+                    f"N={s.n} {s.start[-1].wall_s:.3f}s" for s in sizes), file=sys.stderr)
             leftovers = [p.pid for s in servers for p in s.wait_no_sessions(5)]
         finally:
             for server in servers:
@@ -167,9 +213,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     one = [s for s in sizes if s.n == 1]
     eight = [s for s in sizes if s.n == SERVERS]
     if one and eight:
-        ratio = statistics.median(eight[0].start) / statistics.median(one[0].start)
+        ratio = eight[0].median("start", "wall_s") / one[0].median("start", "wall_s")
         verdict = "PASS" if ratio < TARGET_RATIO else "FAIL"
         print(f"\n- target: {SERVERS} hosts < {TARGET_RATIO}x one host: {ratio:.2f}x -> {verdict}")
+        cpus = os.cpu_count() or 1
+        per_host = eight[0].median("start", "ours_cpu_s") / SERVERS
+        floor = SERVERS * per_host / cpus
+        print(f"- CPU floor here: {SERVERS} hosts x {per_host * 1000:.0f} ms of CPU each (sshd, "
+              f"login shell, agent, coordinator) / {cpus} CPU(s) = {floor:.2f}s, i.e. "
+              f"{floor / one[0].median('start', 'wall_s'):.2f}x one host before any contention; "
+              f"the coordinator's own share is "
+              f"{eight[0].median('start', 'own_cpu_s') * 1000 / SERVERS:.1f} ms per host")
         status = 0 if ratio < TARGET_RATIO else 1
     print(f"- load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if leftovers:

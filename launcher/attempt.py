@@ -404,10 +404,20 @@ class AttemptRunner:
         else:
             self._terminate_all()
 
+    @property
+    def _grace_s(self) -> float:
+        """TERM -> KILL: the full grace when tasks may still save (interrupt, preemption), the
+        short failure grace for the survivors of a crash."""
+        if self.interrupt is not None or self.terminate_at is not None \
+                or self.plan.failure_grace_period_s is None:
+            return self.plan.grace_period_s
+        return self.plan.failure_grace_period_s
+
     def _terminate_all(self) -> None:
+        grace = self._grace_s
         self.terminate_at = None
         for handle in self.handles.values():
-            handle.send(Terminate(grace_period_s=self.plan.grace_period_s))
+            handle.send(Terminate(grace_period_s=grace))
 
     def _shutdown(self) -> None:
         """Let the tasks go (EOF to every agent), collect what they still report, and verify that

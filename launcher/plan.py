@@ -75,6 +75,7 @@ class LaunchPlan:
     heartbeat_interval_s: float
     grace_period_s: float
     heartbeat_timeout_s: float | None = None
+    failure_grace_period_s: float | None = None  # None: grace_period_s
     cluster: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
@@ -222,7 +223,8 @@ def plan(
                       checkpoint_dir=checkpoint_dir, resume=resume, hosts=hosts,
                       heartbeat_interval_s=spec.health.heartbeat_interval_s,
                       grace_period_s=spec.health.grace_period_s,
-                      heartbeat_timeout_s=spec.health.heartbeat_timeout_s, cluster=cluster)
+                      heartbeat_timeout_s=spec.health.heartbeat_timeout_s,
+                      failure_grace_period_s=spec.health.failure_grace_period_s, cluster=cluster)
 
 
 def _host_plan(spec: ClusterSpec, name: str, tasks: tuple[TaskPlan, ...],

@@ -10,13 +10,8 @@ from __future__ import annotations
 import os
 from typing import TextIO
 
-from launcher.preflight import (
-    HostReport,
-    PreflightOptions,
-    PreflightReport,
-    has_remote_hosts,
-    preflight_spec,
-)
+from launcher.preflight import PreflightOptions, has_remote_hosts, preflight_spec
+from launcher.preflight_report import HostReport, PreflightReport
 from launcher.spec import ClusterSpec
 
 HEADERS = ("HOST", "SSH TARGET", "CONNECT", "PYTHON", "WORKER", "TENSORFLOW", "PORTS",

@@ -264,7 +264,11 @@ class HealthSpec(BaseModel):
     startup_timeout_s: Seconds | None = 300.0
     #: A task that reported steps but no new one for this long is hung; null turns it off.
     hang_timeout_s: Seconds | None = 120.0
+    #: TERM -> KILL delay when tfcluster stops tasks that may still save (Ctrl-C, preemption).
     grace_period_s: Seconds = 10.0
+    #: TERM -> KILL delay for the survivors of a failed task: under MWMS they are stuck in a
+    #: collective with a dead peer, cannot save anything, and often ignore TERM.
+    failure_grace_period_s: Seconds = 2.0
     heartbeat_interval_s: Seconds = 1.0
     #: An agent that sends nothing (not even a heartbeat) this long is a lost host.
     heartbeat_timeout_s: Seconds = 15.0

@@ -98,7 +98,8 @@ def load_ssh_config(path: str = USER_CONFIG) -> paramiko.SSHConfig:
     try:
         return paramiko.SSHConfig.from_path(full)
     except (OSError, paramiko.ConfigParseError) as exc:
-        raise SshConfigError("*", f"cannot read {full}: {exc}") from exc
+        raise SshConfigError("ssh config", f"cannot read {full}: {exc}",
+                             "fix or move that file; tfcluster reads it like ssh does") from exc
 
 
 def _lookup(config: paramiko.SSHConfig, host: str, name: str) -> paramiko.SSHConfigDict:

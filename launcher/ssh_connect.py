@@ -9,8 +9,8 @@ same refusals:
 2. key exchange, asking first for the host key types on file (:mod:`launcher.known_hosts`);
 3. host key check: an unknown key is refused unless ``accept_new_host_keys`` (then recorded), a
    changed or revoked one always;
-4. public key authentication: the identity files (or the default ones), then ssh-agent keys. Every
-   key tried and why it failed ends up in the :class:`~launcher.ssh_errors.AuthenticationError`.
+4. public key authentication (:mod:`launcher.ssh_auth`): every key tried and why it failed ends
+   up in the :class:`~launcher.ssh_errors.AuthenticationError`.
 
 paramiko's ``SSHClient`` is not used: it prefers only one known key type, treats a key of an
 unlisted type as "missing", rewrites whole known_hosts files and cannot say which keys it tried.
@@ -20,21 +20,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import paramiko
-from paramiko.pkey import UnknownKeyType
 
 from launcher import known_hosts
+from launcher.deadline import Deadline
 from launcher.known_hosts import HostKeyStatus, Verdict
+from launcher.ssh_auth import authenticate
 from launcher.ssh_config import SshTarget
 from launcher.ssh_errors import (
-    AuthenticationError,
     ChangedHostKeyError,
     HandshakeError,
     RemoteCommandError,
@@ -63,22 +61,6 @@ class ConnectOptions:
     tries: int = DEFAULT_TRIES
     backoff_s: float = DEFAULT_BACKOFF_S
     accept_new_host_keys: bool = False
-
-
-class Deadline:
-    """An optional bound on a whole operation; every step takes ``min(its own, what is left)``."""
-
-    def __init__(self, seconds: float | None = None) -> None:
-        self.at = None if seconds is None else time.monotonic() + seconds
-
-    def left(self, cap: float) -> float:
-        if self.at is None:
-            return cap
-        return max(0.0, min(cap, self.at - time.monotonic()))
-
-    @property
-    def expired(self) -> bool:
-        return self.at is not None and time.monotonic() >= self.at
 
 
 @dataclass(frozen=True)
@@ -112,13 +94,30 @@ class SshConnection:
                                      f"cannot open an SSH session on {self.target.address}: "
                                      f"{exc}") from exc
 
+    def exec(self, channel: paramiko.Channel, command: str, timeout_s: float) -> None:
+        """``channel.exec_command`` with a bound: paramiko waits for the host's answer forever, so
+        a host that never gives one has its connection closed after ``timeout_s``."""
+        watchdog = threading.Timer(timeout_s, self.close)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            channel.exec_command(command)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            what = (f"no answer within {timeout_s:.1f}s" if watchdog.finished.is_set()
+                    else str(exc) or type(exc).__name__)
+            raise RemoteCommandError(self.target.name, f"cannot run a command: {what}",
+                                     f"running a command on {self.target.address}: {what}"
+                                     ) from exc
+        finally:
+            watchdog.cancel()
+
     def run(self, command: str, deadline: Deadline, cap_s: float = 60.0) -> CommandResult:
         """Run ``command`` (a shell string) and collect its output; bounded by the deadline."""
         channel = self.open_session(deadline)
         with contextlib.closing(channel):
             channel.settimeout(deadline.left(cap_s))
+            self.exec(channel, command, deadline.left(cap_s))
             try:
-                channel.exec_command(command)
                 channel.shutdown_write()
                 stdout, stderr = _drain(channel)
                 if not channel.status_event.wait(deadline.left(cap_s)):
@@ -248,7 +247,7 @@ def _establish(target: SshTarget, sock: socket.socket | paramiko.Channel,
                                                               list(security.key_types))
         _handshake(transport, target, deadline, options)
         host_key = _verify_host_key(transport, target, entries, options)
-        _authenticate(transport, target, deadline)
+        authenticate(transport, target, deadline)
         transport.set_keepalive(KEEPALIVE_S)
         return SshConnection(target, transport, host_key, jumps)
     except BaseException:
@@ -297,91 +296,3 @@ def _verify_host_key(transport: paramiko.Transport, target: SshTarget,
                                   known=[e.known_key() for e in result.entries])
     raise UnknownHostKeyError(target.name, **about, known_hosts=file, hostname=target.hostname,
                               port=target.port)
-
-
-# --- authentication ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    label: str
-    key: paramiko.PKey | None  # None: could not be used (``note`` says why)
-    note: str = ""
-
-
-def _load_identity(path: str, explicit: bool) -> _Candidate | None:
-    if not os.path.exists(path):
-        return _Candidate(path, None, "no such file") if explicit else None
-    try:
-        return _Candidate(path, paramiko.PKey.from_path(path))
-    except (TypeError, paramiko.PasswordRequiredException):
-        return _Candidate(path, None, "encrypted with a passphrase: add it to ssh-agent")
-    except (OSError, ValueError, paramiko.SSHException, UnknownKeyType) as exc:
-        return _Candidate(path, None, f"cannot load: {exc}")
-
-
-@contextlib.contextmanager
-def _agent_keys(target: SshTarget, notes: list[str]) -> Iterator[list[_Candidate]]:
-    if target.identities_only and target.identity_files:
-        yield []
-        return
-    if not os.environ.get("SSH_AUTH_SOCK"):
-        notes.append("ssh-agent: not running (SSH_AUTH_SOCK unset)")
-        yield []
-        return
-    try:
-        agent = paramiko.Agent()
-    except paramiko.SSHException as exc:
-        notes.append(f"ssh-agent: {exc}")
-        yield []
-        return
-    try:
-        keys = agent.get_keys()
-        if not keys:
-            notes.append("ssh-agent: no keys (or not reachable at SSH_AUTH_SOCK)")
-        yield [_Candidate(f"ssh-agent key {k.comment or ''}".rstrip(), k) for k in keys]
-    finally:
-        agent.close()
-
-
-def _authenticate(transport: paramiko.Transport, target: SshTarget, deadline: Deadline) -> None:
-    tried: list[str] = []
-    notes: list[str] = []
-    seen: set[bytes] = set()
-    files = [c for c in (_load_identity(p, True) for p in target.identity_files) if c]
-    defaults = [c for c in (_load_identity(p, False) for p in target.default_identities) if c]
-    with _agent_keys(target, notes) as agent:
-        for candidate in [*files, *agent, *defaults]:
-            if candidate.key is None:
-                tried.append(f"{candidate.label} ({candidate.note})")
-                continue
-            blob = candidate.key.asbytes()
-            if blob in seen:
-                continue
-            seen.add(blob)
-            what = (f"{candidate.label} ({known_hosts.blob_type(blob)} "
-                    f"{known_hosts.fingerprint(blob)})")
-            transport.auth_timeout = max(deadline.left(30.0), 0.1)
-            try:
-                more = transport.auth_publickey(target.user, candidate.key)
-            except paramiko.BadAuthenticationType as exc:
-                allowed = ", ".join(exc.allowed_types) or "none"
-                raise AuthenticationError(
-                    target.name, user=target.user, address=target.address, tried=[*tried, what],
-                    detail=f" (the host does not accept public keys; it allows: {allowed})",
-                ) from exc
-            except paramiko.AuthenticationException:
-                tried.append(f"{what} rejected")
-                continue
-            except (paramiko.SSHException, OSError) as exc:
-                tried.append(f"{what}: {exc}")
-                break  # the host hung up (e.g. too many authentication failures)
-            if more:
-                raise AuthenticationError(
-                    target.name, user=target.user, address=target.address,
-                    tried=[*tried, f"{what} accepted"],
-                    detail=f" (the host also wants: {', '.join(more)}, which tfcluster cannot do)")
-            if transport.is_authenticated():
-                return
-        raise AuthenticationError(target.name, user=target.user, address=target.address,
-                                  tried=tried, notes=notes)

@@ -32,7 +32,7 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from worker.env import PREEMPTION_EXIT_CODE
-from worker.preemption import DEFAULT_TIMEOUT_S, PreemptionWatcher
+from worker.preemption import PreemptionWatcher
 from worker.reporting import send as report_send
 from worker.tfconfig import EVALUATOR
 
@@ -58,13 +58,14 @@ class TrainingCheckpoint:
 
     ``strategy`` (the job's ``MultiWorkerMirroredStrategy``) is needed by :meth:`preempted` when
     the job has more than one task; ``preemption_check_every`` and ``preemption_timeout_s`` are
-    :class:`~worker.preemption.PreemptionWatcher`'s ``every`` and ``timeout_s``.
+    :class:`~worker.preemption.PreemptionWatcher`'s ``every`` and ``timeout_s`` (None: adapt to
+    the step time).
     """
 
     def __init__(
         self, ctx: TaskContext, step: tf.Variable, max_to_keep: int = 3, *,
         strategy: Any | None = None, preemption_check_every: int = 1,
-        preemption_timeout_s: float | None = DEFAULT_TIMEOUT_S, **trackables: Any
+        preemption_timeout_s: float | None = None, **trackables: Any
     ) -> None:
         import tensorflow as tf
 

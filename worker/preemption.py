@@ -15,13 +15,18 @@ Cost: one extra scalar all-reduce per checked step (``every`` > 1 checks less of
 reacting up to ``every - 1`` steps later). Measured with two CPU workers on one 2-core host: about
 2.7 ms per check on a ~8 ms digits step; it does not grow with the model.
 
-A loop that stalls after the notice (typically: a peer died, so a collective never returns and the
-Python handler, which runs only between bytecodes of the main thread, never gets to run) must not
-outlive the notice forever. The signal's arrival is therefore also watched from a thread through
-:func:`signal.set_wakeup_fd`; if the loop makes no call to :meth:`~PreemptionWatcher.should_stop`
-for ``timeout_s`` (counted from the notice or the last call, whichever is later), the thread
-dumps every thread's stack to stderr and the task terminates by ``SIGTERM`` as if no handler were
-installed (not with exit code 143, which would claim a checkpoint that was never saved).
+A loop that stalls after the notice must not outlive it. That is the common case, not a corner
+one: when a task dies, tfcluster TERMs the others, and they are blocked in a collective that waits
+for the dead peer (TF aborts it only when the coordination service misses ~10 s of heartbeats);
+the Python handler, which runs only between bytecodes of the main thread, never gets to run, and
+without a handler TERM would have ended them at once. So the signal's arrival is also watched
+from a thread through :func:`signal.set_wakeup_fd`; if the loop makes no call to
+:meth:`~PreemptionWatcher.should_stop` within an allowance (counted from the notice or from the
+last call, whichever is later), the thread dumps every thread's stack to stderr and the task
+terminates by ``SIGTERM`` as if no handler were installed (not with exit code 143, which would
+claim a checkpoint that was never saved). The allowance adapts to the loop: four times the
+longest of the last 64 intervals between calls, at least 2 s (30 s before the loop has a
+measured interval); ``timeout_s`` fixes it instead.
 
 TensorFlow is imported lazily: importing this module never loads TF.
 """
@@ -37,15 +42,22 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
 from types import FrameType
 from typing import Any
 
-__all__ = ["DEFAULT_TIMEOUT_S", "PreemptionWatcher"]
+__all__ = ["PreemptionWatcher"]
 
 log = logging.getLogger(__name__)
 
-#: How long the training loop may stall after a notice before the task gives up on a graceful stop.
-DEFAULT_TIMEOUT_S = 30.0
+#: The stall allowance after a notice: STALL_FACTOR times the longest recent step interval ...
+STALL_FACTOR = 4
+#: ... over this many intervals ...
+STALL_WINDOW = 64
+#: ... but at least this long ...
+MIN_ALLOWANCE_S = 2.0
+#: ... and this long while no interval has been measured yet.
+FIRST_ALLOWANCE_S = 30.0
 
 _Handler = Any  # what signal.signal returns: a callable, SIG_DFL / SIG_IGN, or None
 
@@ -55,21 +67,29 @@ class PreemptionWatcher:
 
     ``strategy`` is the job's ``MultiWorkerMirroredStrategy`` (None: a lone task, no collective).
     :meth:`install` must run in the main thread; :meth:`should_stop` must be called by every task
-    after the same steps (it runs a collective on every ``every``-th step).
+    after every step (it runs a collective on every ``every``-th step). ``timeout_s``: how long
+    the loop may stall after a notice (None: adapt to the step time); ``watchdog=False``: never
+    give up (a stalled task then waits for SIGKILL).
     """
 
-    def __init__(self, strategy: Any | None, *, every: int = 1,
-                 timeout_s: float | None = DEFAULT_TIMEOUT_S,
-                 signum: signal.Signals = signal.SIGTERM) -> None:
+    def __init__(self, strategy: Any | None, *, every: int = 1, timeout_s: float | None = None,
+                 watchdog: bool = True, signum: signal.Signals = signal.SIGTERM) -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1, not {every}")
+        if timeout_s is not None and timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, not {timeout_s}")
         self.strategy = strategy
         self.every = every
         self.timeout_s = timeout_s
+        self.watchdog = watchdog
         self.signum = signum
         self._requested = threading.Event()  # this task got the signal
         self._agreed = threading.Event()  # every task agreed to stop: no more watchdog
         self._last_call = time.monotonic()  # the loop's last call of should_stop
+        self._calls = 0
+        self._intervals: deque[float] = deque(maxlen=STALL_WINDOW)
+        #: Read by the watchdog thread; only the main thread assigns it.
+        self.allowance_s = FIRST_ALLOWANCE_S if timeout_s is None else timeout_s
         self._agree_fn: Any = None
         self._installed = False
         self._previous_handler: _Handler = None
@@ -90,7 +110,7 @@ class PreemptionWatcher:
             return
         self._previous_handler = signal.signal(self.signum, self._on_signal)
         self._installed = True
-        if self.timeout_s is None:
+        if not self.watchdog:
             return
         read_fd, write_fd = os.pipe()
         os.set_blocking(write_fd, False)  # the C-level handler must never block on it
@@ -127,7 +147,13 @@ class PreemptionWatcher:
 
         A collective on every ``every``-th step: every task must call it after the same steps.
         """
-        self._last_call = time.monotonic()
+        now = time.monotonic()
+        self._calls += 1
+        if self._calls > 2:  # the interval after the first call includes tracing: not typical
+            self._intervals.append(now - self._last_call)
+            if self.timeout_s is None:
+                self.allowance_s = max(MIN_ALLOWANCE_S, STALL_FACTOR * max(self._intervals))
+        self._last_call = now
         if step % self.every:
             return False
         local = self._requested.is_set()
@@ -153,7 +179,7 @@ class PreemptionWatcher:
 
     def _watch(self, read_fd: int) -> None:
         """Learn of the signal at once (even while the main thread is stuck in TF), then give the
-        loop ``timeout_s`` between calls to :meth:`should_stop` until the tasks agree."""
+        loop :attr:`allowance_s` between calls to :meth:`should_stop` until the tasks agree."""
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as wake:
             while True:
                 data = wake.read(64)
@@ -163,16 +189,15 @@ class PreemptionWatcher:
                     break
         self._requested.set()
         noticed = time.monotonic()
-        assert self.timeout_s is not None
         while not self._agreed.is_set():
-            left = max(noticed, self._last_call) + self.timeout_s - time.monotonic()
+            left = max(noticed, self._last_call) + self.allowance_s - time.monotonic()
             if left <= 0:
                 self._give_up()
                 return
             self._agreed.wait(left)
 
     def _give_up(self) -> None:
-        print(f"[tfcluster] no graceful stop within {self.timeout_s:g}s of "
+        print(f"[tfcluster] no graceful stop within {self.allowance_s:.3g}s of "
               f"{self.signum.name} (is a peer gone, or does the loop not call should_stop / "
               "TrainingCheckpoint.preempted?); terminating without a checkpoint. Stacks:",
               file=sys.stderr, flush=True)

@@ -20,7 +20,6 @@ import dataclasses
 import posixpath
 import shlex
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -30,17 +29,17 @@ import paramiko
 
 from launcher.backends.base import AgentClosed, AgentEvent, Sink
 from launcher.backends.channel import AgentChannel
+from launcher.deadline import Deadline
 from launcher.plan import HostPlan
 from launcher.ssh_config import SshTarget, load_ssh_config, resolve_target
 from launcher.ssh_connect import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_TRIES,
     ConnectOptions,
-    Deadline,
     SshConnection,
     connect,
 )
-from launcher.ssh_errors import RemoteCommandError
+from launcher.ssh_errors import RemoteCommandError, SshConfigError
 from worker.protocol import Hello, Launch, Message
 
 AGENT_MODULE = "worker.agent"
@@ -135,7 +134,10 @@ class SshBackend:
         """Where ``host`` is reached: the spec's fields over ``~/.ssh/config``."""
         with self._config_lock:
             if self._config is None:
-                self._config = load_ssh_config()
+                try:
+                    self._config = load_ssh_config()
+                except SshConfigError as exc:
+                    raise SshConfigError(host.name, exc.problem, exc.hint) from exc
             config = self._config
         return resolve_target(host, config)
 
@@ -168,18 +170,19 @@ class _Gate:
     """Holds an agent's events until its start has succeeded: a host that fails to start gives
     the coordinator an AgentStartError and nothing else."""
 
-    def __init__(self, sink: Sink, on_closed: Callable[[AgentClosed], AgentClosed]) -> None:
+    def __init__(self, sink: Sink, explain: Callable[[AgentClosed], AgentClosed],
+                 on_closed: Callable[[], None]) -> None:
         self._sink = sink
+        self._explain = explain
         self._on_closed = on_closed
         self._lock = threading.Lock()
         self._held: list[AgentEvent] = []
         self._state = "holding"  # holding -> open | dropped
-        self.closed = threading.Event()
 
     def __call__(self, event: AgentEvent) -> None:
         if isinstance(event, AgentClosed):
-            event = self._on_closed(event)
-            self.closed.set()
+            event = self._explain(event)
+            self._on_closed()
         with self._lock:
             if self._state == "open":
                 self._sink(event)
@@ -215,10 +218,11 @@ class SshAgentHandle:
         self._log_lock = threading.Lock()
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL)
         self._hello = threading.Event()
+        self._settled = threading.Event()  # hello, or the agent's output ended
         self._closing = False
         self._closed = False
         self._close_lock = threading.Lock()
-        self._gate = _Gate(sink, self._explain_close)
+        self._gate = _Gate(sink, self._explain_close, on_closed=self._settled.set)
         self._session: paramiko.Channel | None = None
         self._agent: AgentChannel | None = None
         self._stderr_thread: threading.Thread | None = None
@@ -230,7 +234,7 @@ class SshAgentHandle:
         """Exec the agent, wait for its hello, send ``launch``; on failure clean up and raise."""
         try:
             self._session = self.connection.open_session(Deadline(hello_timeout_s))
-            self._session.exec_command(command)
+            self.connection.exec(self._session, command, hello_timeout_s)
             self._stderr_thread = threading.Thread(
                 target=self._copy_stderr, args=(self._session.makefile_stderr("rb"),),
                 name=f"agent-stderr-{self.host}", daemon=True)
@@ -254,22 +258,20 @@ class SshAgentHandle:
     def _on_message(self, message: Message) -> None:
         if isinstance(message, Hello):
             self._hello.set()
+            self._settled.set()
 
     def _wait_for_hello(self, session: paramiko.Channel, timeout_s: float, python: str,
                         workdir: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not self._hello.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RemoteCommandError(self.host, "agent did not start",
-                                         f"the agent did not say hello within {timeout_s:.0f}s",
-                                         "is the host overloaded, or is PYTHON not Python?")
-            if self._gate.closed.wait(min(left, 0.05)) and not self._hello.is_set():
-                if self._stderr_thread is not None:
-                    self._stderr_thread.join(_EXIT_STATUS_WAIT_S)
-                raise explain_agent_exit(self.host, python=python, workdir=workdir,
-                                         status=session.exit_status,
-                                         stderr_tail=list(self._stderr_tail))
+        if not self._settled.wait(timeout_s):
+            raise RemoteCommandError(self.host, "agent did not start",
+                                     f"the agent did not say hello within {timeout_s:.0f}s",
+                                     "is the host overloaded, or is PYTHON not Python?")
+        if not self._hello.is_set():  # its output ended first: it could not start
+            if self._stderr_thread is not None:
+                self._stderr_thread.join(_EXIT_STATUS_WAIT_S)
+            raise explain_agent_exit(self.host, python=python, workdir=workdir,
+                                     status=session.exit_status,
+                                     stderr_tail=list(self._stderr_tail))
 
     def _abort(self) -> None:
         self._gate.drop()
@@ -342,4 +344,5 @@ class SshAgentHandle:
             self._stderr_thread.join(1.0)
         with self._log_lock:
             self._log.close()
+        self._agent = None  # let paramiko's channel files go now, not at interpreter exit
         return []

@@ -84,9 +84,10 @@ PrintMotd no
 PrintLastLog no
 MaxStartups 100
 MaxSessions 50
-# A session whose client vanished (link down, coordinator killed) is ended after about 6 s.
-ClientAliveInterval 2
-ClientAliveCountMax 3
+# A session whose client vanished (link down, coordinator killed) is ended: with the defaults
+# (2, 3) about 16 s after the client's last packet (measured, OpenSSH 9.2).
+ClientAliveInterval {client_alive_interval}
+ClientAliveCountMax {client_alive_count_max}
 LogLevel VERBOSE
 Subsystem sftp internal-sftp
 """
@@ -176,9 +177,9 @@ def _processes_of_prefix(prefix: str) -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
             args = " ".join(proc.info["cmdline"] or ())
-            if any(match.group(1) == prefix for match in _PREFIX_IN_ARGS.finditer(args)):
-                if proc.status() != psutil.STATUS_ZOMBIE and proc.pid != os.getpid():
-                    found.append(proc)
+            named = any(match.group(1) == prefix for match in _PREFIX_IN_ARGS.finditer(args))
+            if named and proc.pid != os.getpid() and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
     return found
 
 
@@ -351,8 +352,9 @@ class NetnsHost:
             self.wait_reachable(timeout)
 
     def is_link_up(self) -> bool:
-        return "UP" in _ip("-o", "link", "show", self.veth).stdout.split("<", 1)[1].split(">")[0] \
-            .split(",")
+        """Whether its veth end in the root namespace is administratively up."""
+        flags = re.search(r"<([^>]*)>", _ip("-o", "link", "show", self.veth).stdout)
+        return flags is not None and "UP" in flags.group(1).split(",")
 
     def reachable(self, timeout: float = 1.0) -> bool:
         """Whether a TCP connection from the root namespace to its sshd succeeds within
@@ -581,11 +583,12 @@ class NetnsCluster:
             if not host.is_link_up():
                 host.link_up(wait=False)
         for host in self.hosts:
+            host.wait_reachable()
+        # After the reachability probes: they leave short-lived pre-auth sshd children behind.
+        for host in self.hosts:
             left = host.kill_processes()
             if left:
                 raise RuntimeError(f"processes in {host.namespace} survived SIGKILL: {left}")
-        for host in self.hosts:
-            host.wait_reachable()
 
     def _check_usable(self) -> None:
         if self._torn_down:
@@ -690,9 +693,11 @@ def sweep_stale() -> list[str]:
     return removed
 
 
-def create_cluster(n: int, directory: Path) -> NetnsCluster:
+def create_cluster(n: int, directory: Path, *, client_alive_interval: int = 2,
+                   client_alive_count_max: int = 3) -> NetnsCluster:
     """``n`` hosts h1..hn, each a namespace with a running, reachable sshd (see the module doc).
-    Files go in ``directory/tfcXXXX``. On any failure everything created is removed again."""
+    Files go in ``directory/tfcXXXX``. On any failure everything created is removed again.
+    ``client_alive_*`` are the sshds' ClientAliveInterval / ClientAliveCountMax."""
     if not 1 <= n <= MAX_HOSTS:
         raise ValueError(f"n must be between 1 and {MAX_HOSTS} (got {n})")
     require_sshd()
@@ -701,7 +706,7 @@ def create_cluster(n: int, directory: Path) -> NetnsCluster:
     cluster = NetnsCluster(prefix, subnet, directory / prefix)
     _LIVE[prefix] = cluster
     try:
-        _build(cluster, n)
+        _build(cluster, n, client_alive_interval, client_alive_count_max)
     except BaseException as exc:
         try:
             cluster.teardown()
@@ -712,7 +717,8 @@ def create_cluster(n: int, directory: Path) -> NetnsCluster:
     return cluster
 
 
-def _build(cluster: NetnsCluster, n: int) -> None:
+def _build(cluster: NetnsCluster, n: int, client_alive_interval: int,
+           client_alive_count_max: int) -> None:
     cluster.directory.mkdir(parents=True)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation directory
     _keygen(cluster.identity_file, f"tfcluster-netns-client-{cluster.prefix}")
@@ -751,7 +757,9 @@ def _build(cluster: NetnsCluster, n: int) -> None:
         config = host.directory / "sshd_config"
         config.write_text(SSHD_CONFIG.format(
             name=host.name, namespace=host.namespace, address=host.address, port=host.ssh_port,
-            host_key=host.host_key, directory=host.directory, authorized_keys=authorized_keys))
+            host_key=host.host_key, directory=host.directory, authorized_keys=authorized_keys,
+            client_alive_interval=client_alive_interval,
+            client_alive_count_max=client_alive_count_max))
         with (host.directory / "sshd.log").open("wb") as log:
             host.sshd = subprocess.Popen(host.netns_argv([SSHD, "-D", "-e", "-f", str(config)]),
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -768,10 +776,29 @@ class NetnsHostsFactory(Protocol):
 
 
 @contextlib.contextmanager
-def netns_cluster(n: int, directory: Path) -> Iterator[NetnsCluster]:
+def netns_cluster(n: int, directory: Path, **options: int) -> Iterator[NetnsCluster]:
     """``create_cluster`` as a context manager: torn down (and checked) on the way out."""
-    cluster = create_cluster(n, directory)
+    cluster = create_cluster(n, directory, **options)
     try:
         yield cluster
     finally:
         cluster.teardown()
+
+
+def main() -> int:
+    """``python -m tests.netns.hosts``: remove the sets of killed test runs, say what is left."""
+    try:
+        check_available()
+    except NetnsUnavailableError as exc:
+        print(f"netns: {exc}", file=sys.stderr)
+        return 1
+    for prefix in sweep_stale():
+        print(f"removed stale set {prefix}")
+    for prefix in sorted(_our_prefixes()):
+        state = _read_state(prefix) or {}
+        print(f"in use: {prefix} ({state.get('subnet', '?')}, owner pid {state.get('owner_pid', '?')})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

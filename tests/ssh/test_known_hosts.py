@@ -19,14 +19,17 @@ NAME = "[127.0.0.1]:2222"
 
 
 def blob_of(kind: str = "ed25519") -> bytes:
+    """A fresh public key blob of that kind, as it appears base64-encoded in known_hosts."""
     if kind == "ed25519":
-        public = ed25519.Ed25519PrivateKey.generate().public_key()
+        text = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
+            Encoding.OpenSSH, PublicFormat.OpenSSH)
     elif kind == "rsa":
-        public = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
+        text = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key(
+        ).public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH)
     else:
-        public = ec.generate_private_key(ec.SECP256R1()).public_key()
-    line = public.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).split()
-    return base64.b64decode(line[1])
+        text = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+            Encoding.OpenSSH, PublicFormat.OpenSSH)
+    return base64.b64decode(text.split()[1])
 
 
 def entries(tmp_path: Path, text: str) -> list[known_hosts.Entry]:
