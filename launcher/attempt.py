@@ -303,7 +303,9 @@ class AttemptRunner:
             self.bad_checkpoints.add(checkpoint)
             self.console.warn(f"{message.task} could not restore {checkpoint}: "
                               f"{message.data.get('error', '')}")
-        elif message.kind not in ("ready", "preempted"):
+        elif message.kind == "preempted":
+            self.emit("task_preempted", task=message.task, step=message.data.get("step"))
+        elif message.kind != "ready":
             self.console.say(f"{message.task} reported {message.kind}: {message.data}")
 
     def _on_exited(self, host: str, message: Exited, received_at: float) -> None:

@@ -216,6 +216,8 @@ def cmd_drill(args: argparse.Namespace) -> int:
         return EXIT_BAD_SPEC
     fault = drill.Fault(task=args.task, at_step=args.at_step, signal=drill.FAULTS[args.fault])
     code, run_dir = _run_job(spec, args, fault)
+    if not (run_dir / "events.jsonl").exists():  # the preflight stopped it before it started
+        return code
     for line in drill.report(read_events(run_dir / "events.jsonl")).lines():
         print(line)
     return code

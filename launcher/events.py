@@ -17,7 +17,7 @@ from typing import Any, TextIO
 EVENT_TYPES = frozenset({
     "job_started", "attempt_started", "task_started", "task_progress", "task_exited",
     "checkpoint_found", "task_failed", "job_stopping", "job_restarting", "job_succeeded",
-    "job_failed", "fault_injected",
+    "job_failed", "fault_injected", "task_preempted",
 })
 
 Listener = Callable[[dict[str, Any]], None]

@@ -100,4 +100,6 @@ def check_before_run(spec: ClusterSpec, *, accept_new_host_keys: bool, connect_t
         stream.flush()
         return True
     print_report(report, stream)
+    stream.write(f"tfcluster: job {spec.name} not started: not every host is ready (above)\n")
+    stream.flush()
     return False

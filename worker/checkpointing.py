@@ -161,9 +161,10 @@ class TrainingCheckpoint:
 
         True, on every task at the same step, once any task of the job got ``SIGTERM``: the
         checkpoint at ``step`` is then saved (on every task, as :meth:`save` requires; the chief's
-        is kept) and reported to tfcluster, and the caller should exit with
-        ``worker.env.PREEMPTION_EXIT_CODE`` at once. The first call installs the ``SIGTERM``
-        handler, so call it from the main thread. Costs one scalar all-reduce per checked step.
+        is kept; not twice if :meth:`save` just did) and reported to tfcluster, and the caller
+        should exit with ``worker.env.PREEMPTION_EXIT_CODE`` at once. The first call installs the
+        ``SIGTERM`` handler (replacing TF's), so call it from the main thread, after the strategy
+        exists. Costs one scalar all-reduce per checked step (see :mod:`worker.preemption`).
         """
         if self._watcher.strategy is None and self.ctx.num_workers > 1 \
                 and self.ctx.task_type != EVALUATOR:
@@ -175,7 +176,11 @@ class TrainingCheckpoint:
         if self._saved_step != step:
             self.save(step)
         report_send({"kind": "preempted", "step": step})
-        log.warning("preempted: checkpoint saved at step %d on %s", step, self.ctx.task)
+        if self._saved_step == step:
+            log.info("preempted: checkpoint saved at step %d on %s", step, self.ctx.task)
+        else:  # no checkpoint directory: stop together all the same
+            log.warning("preempted at step %d on %s without a checkpoint directory: nothing "
+                        "saved", step, self.ctx.task)
         return True
 
     def exit_if_preempted(self, step: int) -> None:

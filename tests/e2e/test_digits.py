@@ -96,7 +96,9 @@ def test_sigterm_to_one_worker_preempts_every_task_at_one_step_and_loses_nothing
         tmp_path: Path, reference: Finished) -> None:
     argv, ckpt = run_spec(tmp_path)
     with tf_job(tmp_path, argv, ckpt) as job:
-        wait_for_file(job, ckpt / "checkpoint")  # mid-run
+        wait_for_file(job, ckpt / "checkpoint")
+        job.wait_event(lambda e: e["event"] == "task_progress" and e["step"] > CHECKPOINT_EVERY,
+                       timeout=120)  # between two periodic checkpoints, most likely
         signal_task(job, "worker:1", signal.SIGTERM)
     run = finished(job, ckpt)
     assert run.exit_code == 0, run.stderr
@@ -105,7 +107,7 @@ def test_sigterm_to_one_worker_preempts_every_task_at_one_step_and_loses_nothing
                   for task, text in run.logs(0).items()}
     step = stopped_at["worker:1"][0]
     assert stopped_at == {"worker:0": [step], "worker:1": [step]}  # the same step everywhere
-    assert 0 < step < STEPS
+    assert CHECKPOINT_EVERY < step < STEPS
     exits = [e for e in events if e["event"] in ("task_failed", "task_exited")
              and e["attempt"] == 0]
     assert {e["exit_code"] for e in exits} == {PREEMPTION_EXIT_CODE} and len(exits) == 2

@@ -53,7 +53,7 @@ class Finished:
         return result
 
     def last_attempt(self) -> int:
-        return max(e["attempt"] for e in self.events if e["event"] == "attempt_started")
+        return max(int(e["attempt"]) for e in self.events if e["event"] == "attempt_started")
 
     def log(self, attempt: int, task: str) -> str:
         """The task's log (``task`` as in events, e.g. ``worker:1``)."""
@@ -69,7 +69,7 @@ class Finished:
         hashes = {task: _HASH.findall(text) for task, text in self.logs(self.last_attempt()).items()}
         assert all(len(found) == 1 for found in hashes.values()), hashes
         assert len({found[0] for found in hashes.values()}) == 1, hashes
-        return next(iter(hashes.values()))[0]
+        return str(next(iter(hashes.values()))[0])
 
     def accuracies(self) -> dict[str, float]:
         return {task: float(found[-1]) for task, text in self.logs(self.last_attempt()).items()

@@ -81,6 +81,9 @@ def test_env_and_args_reach_the_task_byte_for_byte_and_never_a_shell(
     assert json.loads(found["ENV"]) == value
     assert json.loads(found["ARGV"]) == [value]
     assert not pwned.exists()
+    command = (tmp_path / "run" / "attempt-0" / f"agent-{SSH_HOST}.log").read_text().split("\n")[0]
+    assert command.endswith("-m worker.agent")  # the one command sshd ran: no env, no TF_CONFIG
+    assert "TF_CONFIG" not in command and "INJECT" not in command and value not in command
 
 
 def test_sigkill_of_the_coordinator_leaves_no_remote_task_within_5s(

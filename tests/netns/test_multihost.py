@@ -1,0 +1,82 @@
+"""tfcluster across hosts that have their own network addresses: network namespaces on a bridge,
+each with its own sshd; the coordinator runs here and reaches them over SSH."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.tfjobs import TEST_TIMEOUT_S, finished, requires_tf, tf_job
+from tests.jobs import (
+    FAKE_TRAINER,
+    REPO,
+    by,
+    read_events,
+    running,
+    wait_until_gone,
+    write_spec,
+)
+from tests.netns.hosts import NetnsHostsFactory
+
+pytestmark = [pytest.mark.netns]
+
+DIGITS = ["--steps", "120", "--checkpoint-every", "40", "--deterministic"]
+
+
+@requires_tf
+@pytest.mark.e2e
+@pytest.mark.timeout(2 * TEST_TIMEOUT_S)
+def test_digits_trains_across_three_hosts_to_the_same_weights_as_locally(
+        netns_hosts: NetnsHostsFactory, tmp_path: Path) -> None:
+    entrypoint = {"module": "worker.examples.digits", "args": DIGITS}
+    env = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+    local = tmp_path / "local"
+    local.mkdir()
+    local_spec = write_spec(local, {
+        "name": "digits-local", "entrypoint": entrypoint, "env": env,
+        "tasks": [{"type": "chief"}, {"type": "worker", "count": 2}]})
+    with tf_job(local, ["run", str(local_spec)], local / "ckpt") as job:
+        reference = finished(job, local / "ckpt")
+    assert reference.exit_code == 0, reference.stderr
+
+    cluster = netns_hosts(3)
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    spec = cluster.write_spec(remote / "spec.yaml", name="digits-hosts", entrypoint=entrypoint,
+                              env={**env, "TMPDIR": str(remote)})
+    with tf_job(remote, ["run", str(spec)], remote / "ckpt") as job:
+        across = finished(job, remote / "ckpt")
+    assert across.exit_code == 0, across.stderr
+    started = {e["task"]: e["host"] for e in across.events if e["event"] == "task_started"}
+    assert started == {"chief:0": "h1", "worker:0": "h2", "worker:1": "h3"}
+    plan = next(e for e in across.events if e["event"] == "attempt_started")
+    assert set(plan["ports"]) == {"chief:0", "worker:0", "worker:1"}
+    assert across.final_hash() == reference.final_hash()
+    assert all(accuracy > 0.9 for accuracy in across.accuracies().values())
+
+
+def test_a_host_cut_off_mid_run_is_lost_and_the_job_recovers(
+        netns_hosts: NetnsHostsFactory, tmp_path: Path) -> None:
+    cluster = netns_hosts(3)
+    spec = cluster.write_spec(
+        tmp_path / "spec.yaml", name="cutoff",
+        entrypoint={"script": str(FAKE_TRAINER),
+                    "args": ["--steps", "150", "--step-time", "0.05", "--bind"]},
+        restart={"max_restarts": 2, "backoff_s": 0.5},
+        health={"heartbeat_interval_s": 0.5, "heartbeat_timeout_s": 3, "grace_period_s": 2,
+                "failure_grace_period_s": 1})
+    victim = cluster["h2"]
+    with running(["run", str(spec)], tmp_path / "run", REPO) as job:
+        job.wait_event(lambda e: e["event"] == "task_progress" and e["step"] >= 20, timeout=60)
+        victim.link_down()
+        lost = job.wait_event(by("task_failed", attempt=0), timeout=30)
+        victim.link_up()
+        assert job.wait(timeout=120) == 0, job.stderr
+        assert wait_until_gone(job.mark, 10) == []
+    assert lost["kind"] == "lost_host" and lost["host"] == "h2"
+    events = read_events(tmp_path / "run")
+    assert events[-1]["event"] == "job_succeeded"
+    # the old agent on h2 heard nothing from the coordinator and stopped its task by itself
+    for host in cluster:
+        assert host.wait_no_processes(10) == []
