@@ -1,6 +1,7 @@
 # make demo : create .venv, install tfcluster with TensorFlow, run the digits example on a
 #             simulated 3-task cluster (chief + 2 workers) with a worker killed mid-run.
-# make test : create .venv, install dev dependencies (and openssh-server if missing), run the suite.
+# make test : create .venv, install dev dependencies (and openssh-server, iproute2 if missing),
+#             run the whole suite.
 # Both are idempotent and quiet when there is nothing to do.
 
 PYTHON ?= python3
@@ -9,7 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint sshd venv clean
+.PHONY: demo test lint sysdeps venv clean
 
 venv: $(STAMP)
 
@@ -21,11 +22,16 @@ $(STAMP): pyproject.toml
 		|| { echo "installation failed; run: $(PIP) install -e '.[tf,dev]'"; exit 1; }
 	@touch $@
 
-sshd:
-	@command -v sshd >/dev/null 2>&1 || test -x /usr/sbin/sshd || { \
-		echo "installing openssh-server (needed by the SSH tests)"; \
+sysdeps:
+	@missing=""; \
+	test -x /usr/sbin/sshd || missing="$$missing openssh-server"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (needed by the SSH and multi-host tests)"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; }
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@mkdir -p /run/sshd 2>/dev/null || true
 
 demo: $(STAMP)
 	@rm -rf runs/demo
@@ -33,7 +39,7 @@ demo: $(STAMP)
 		--task worker:1 --at-step 150 --fault kill \
 		--checkpoint-dir runs/demo/checkpoints --run-dir runs/demo/run
 
-test: $(STAMP) sshd
+test: $(STAMP) sysdeps
 	@$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from launcher.checkpoints import CheckpointFS
     from launcher.drill import Fault
+    from launcher.plan import HostPlan
     from launcher.spec import ClusterSpec
 
 EXIT_BAD_SPEC = 2
@@ -279,7 +283,7 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, fault: Fault | None
     from launcher.backends.local import LocalBackend
     from launcher.backends.router import HostRouter
     from launcher.console import Console
-    from launcher.coordinator import Coordinator
+    from launcher.coordinator import Coordinator, FSForHost, local_fs_only
     from launcher.preflight import has_remote_hosts
     from launcher.preflight_view import check_before_run
     from launcher.rundir import RunDir, default_run_dir
@@ -293,18 +297,26 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, fault: Fault | None
         return 1, run_dir.path
     console = Console(show_task_output=not args.quiet)
     remote: Backend | None = None
+    checkpoint_fs: FSForHost = local_fs_only
     if has_remote_hosts(spec):  # paramiko is imported only when a host needs it
         from launcher.backends.ssh import SshBackend
+        from launcher.sftp_fs import remote_checkpoint_fs
 
-        remote = SshBackend(accept_new_host_keys=args.accept_new_host_keys,
-                            connect_timeout_s=args.connect_timeout)
+        ssh = SshBackend(accept_new_host_keys=args.accept_new_host_keys,
+                         connect_timeout_s=args.connect_timeout)
+        remote = ssh
+
+        def checkpoint_fs(host: HostPlan) -> AbstractContextManager[CheckpointFS | None]:
+            return local_fs_only(host) if host.local else remote_checkpoint_fs(ssh, host)
+
     backend = HostRouter(local=LocalBackend(python=sys.executable), remote=remote)
     board = StatusBoard()
     live = console.interactive and not args.quiet
     listener = board.apply if live else PlainStatus(console, board)
     coordinator = Coordinator(spec, run_dir, backend, console, local_python=sys.executable,
                               base_dir=os.getcwd(), fault=fault, listeners=[listener],
-                              local_address=local_task_address(spec))
+                              local_address=local_task_address(spec),
+                              checkpoint_fs=checkpoint_fs)
     previous = {sig: signal.signal(sig, coordinator.interrupt)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:

@@ -7,11 +7,13 @@ One thread runs the loop; agent reader threads and signal handlers only put item
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import signal
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,12 +37,13 @@ from worker.tfconfig import TaskId
 #: How long a restart waits for the previous attempt's ports to be released.
 PORT_FREE_WAIT_S = 5.0
 
-#: Gives the checkpoint file access for the host the chief runs on (None: cannot be read).
-FSForHost = Callable[[HostPlan], CheckpointFS | None]
+#: Opens file access to the host the chief runs on, for the time of a ``with`` (None: that host's
+#: files cannot be read).
+FSForHost = Callable[[HostPlan], AbstractContextManager[CheckpointFS | None]]
 
 
-def local_fs_only(host: HostPlan) -> CheckpointFS | None:
-    return LocalFS() if host.local else None
+def local_fs_only(host: HostPlan) -> AbstractContextManager[CheckpointFS | None]:
+    return contextlib.nullcontext(LocalFS() if host.local else None)
 
 
 @dataclass
@@ -183,11 +186,19 @@ class Coordinator:
                        previous: ResumePoint | None) -> tuple[AttemptResult, ResumePoint | None]:
         """Find the checkpoint the next attempt resumes from; clear non-chief leftovers."""
         directory = launch_plan.checkpoint_dir
+        if directory is None:
+            return result, previous
         chief = launch_plan.chief_host
-        fs = self.checkpoint_fs(chief) if directory else None
-        if directory is None or fs is None:
-            if directory is not None:
-                self.console.warn(f"cannot read the chief's checkpoints on {chief.name}")
+        with self.checkpoint_fs(chief) as fs:
+            return self._find_resume(launch_plan, result, previous, directory=directory,
+                                     chief=chief, fs=fs)
+
+    def _find_resume(self, launch_plan: LaunchPlan, result: AttemptResult,
+                     previous: ResumePoint | None, *, directory: str, chief: HostPlan,
+                     fs: CheckpointFS | None) -> tuple[AttemptResult, ResumePoint | None]:
+        if fs is None:
+            self.console.warn(f"cannot read the chief's checkpoints on {chief.name}; "
+                              "the next attempt starts without a resume checkpoint")
             return result, previous
         removed = remove_worker_temp_dirs(directory, fs)
         if removed:

@@ -16,6 +16,7 @@ import contextlib
 import difflib
 import ipaddress
 import os
+import posixpath
 import re
 import shlex
 import types
@@ -314,7 +315,21 @@ class ClusterSpec(BaseModel):
         problems = _cluster_problems(list(enumerate(self.tasks)), self.hosts, complete=True)
         if problems:
             raise _Problems([(p.path, p.message) for p in problems])
+        chief = self._chief_host()
+        if (self.checkpoint is not None and chief is not None and not self.is_local(chief)
+                and not posixpath.isabs(self.checkpoint.dir)):
+            raise _Problems([("checkpoint.dir", f"must be an absolute path: the chief runs on "
+                              f"the remote host {chief!r}, where a relative path (or ~) would "
+                              "not mean the same to every task and to tfcluster")])
         return self
+
+    def _chief_host(self) -> str | None:
+        """Host of the task that writes checkpoints: the chief, else worker 0."""
+        for kind in (CHIEF, WORKER):
+            for group in self.tasks:
+                if group.type == kind:
+                    return group.host
+        return None
 
     def is_local(self, host: str) -> bool:
         """True if ``host`` is this machine: a local name not declared under ``hosts``."""

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ MARK_VAR = "TFCLUSTER_TEST_MARK"  # set in the CLI's environment, inherited by a
 Event = dict[str, Any]
 
 
-def fake_spec(name: str, *, tasks: list[dict[str, Any]] | None = None, args: list[str] = (),
+def fake_spec(name: str, *, tasks: list[dict[str, Any]] | None = None, args: Sequence[str] = (),
               **fields: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "name": name,

