@@ -167,13 +167,14 @@ class AttemptRunner:
         for host, future in futures:
             try:
                 handle = future.result()
-            except AgentStartError as exc:
+            except Exception as exc:  # any failure to start is that host's failure
+                why = str(exc) if isinstance(exc, AgentStartError) \
+                    else f"{host.name}: {type(exc).__name__}: {exc}"
                 now = time.time()
                 for task in host.tasks:
                     self._record_failure(TaskFailure(
                         task=str(task.task), host=host.name, attempt=self.plan.attempt,
-                        kind=FailureKind.LOST_HOST, died_at=now, observed_at=now,
-                        message=str(exc)))
+                        kind=FailureKind.LOST_HOST, died_at=now, observed_at=now, message=why))
                 continue
             self.handles[host.name] = handle
             self.open_agents.add(host.name)
