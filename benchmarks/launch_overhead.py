@@ -33,24 +33,30 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import math
 import os
 import shlex
-import shutil
-import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import psutil
+from common import (
+    BenchmarkError,
+    Event,
+    default_tfcluster,
+    kill_marked,
+    loadavg,
+    marked_processes,
+    median,
+    percentile,
+    progress,
+    read_events,
+    scratch,
+)
 
 MARKER_ENV = "TFCLUSTER_BENCH_MARKER"
 INDEX_ENV = "TFCLUSTER_BENCH_INDEX"
@@ -84,33 +90,7 @@ time.sleep(30)
 """
 
 
-class BenchmarkError(RuntimeError):
-    """A run did not behave as the benchmark expects (bad exit code, missing stamps...)."""
-
-
 # --- processes ----------------------------------------------------------------------------------
-
-
-def marked_processes(marker: str) -> list[psutil.Process]:
-    """Every live process whose environment carries this invocation's marker."""
-    found: list[psutil.Process] = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if proc.environ().get(MARKER_ENV) == marker:
-                found.append(proc)
-    return found
-
-
-def kill_marked(marker: str) -> list[int]:
-    """SIGKILL every process with the marker; returns their pids."""
-    procs = marked_processes(marker)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(signal.SIGKILL)
-    psutil.wait_procs(procs, timeout=5)
-    return [p.pid for p in procs]
 
 
 def child_env(marker: str, **extra: str) -> dict[str, str]:
@@ -158,7 +138,7 @@ def run_cli(argv: Sequence[str], marker: str, work: Path) -> CliRun:
         except subprocess.TimeoutExpired as exc:
             proc.kill()
             proc.wait()
-            kill_marked(marker)
+            kill_marked(MARKER_ENV, marker)
             raise BenchmarkError(f"{shlex.join(argv[:6])}... did not finish in "
                                  f"{RUN_TIMEOUT_S:.0f}s") from exc
         ended = time.time()
@@ -171,8 +151,7 @@ def failure_reason(run: CliRun, run_dir: Path) -> str:
     parts = [line.removeprefix("tfcluster: ").strip() for line in run.log.splitlines()
              if "agent on" in line][:1]
     with contextlib.suppress(OSError, ValueError):
-        for line in (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
+        for event in read_events(run_dir):
             cause = event.get("root_cause") if event.get("event") == "job_failed" else None
             if isinstance(cause, dict):
                 parts.append(f"root cause {cause.get('task')} {cause.get('kind')}: "
@@ -183,15 +162,6 @@ def failure_reason(run: CliRun, run_dir: Path) -> str:
             last = [line for line in text.splitlines() if line.strip()][-1]
             parts.append(f"agent crashed ({log.name}): {last.strip()}")
     return "; ".join(parts) or f"exit code {run.exit_code}, no further detail"
-
-
-@contextlib.contextmanager
-def scratch(parent: Path, prefix: str) -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 # --- launch overhead ----------------------------------------------------------------------------
@@ -248,15 +218,15 @@ class SizeResult:
 
     @property
     def bare_running(self) -> float:
-        return statistics.median(s.all_running_s for s in self.bare)
+        return median(s.all_running_s for s in self.bare)
 
     @property
     def tf_running(self) -> float:
-        return statistics.median(s.all_running_s for s in self.tfcluster)
+        return median(s.all_running_s for s in self.tfcluster)
 
     @property
     def tf_total(self) -> float:
-        return statistics.median(s.total_s for s in self.tfcluster)
+        return median(s.total_s for s in self.tfcluster)
 
     @property
     def ratio(self) -> float:
@@ -282,7 +252,7 @@ def measure_launch(tfcluster: Sequence[str], sizes: Sequence[int], repeats: int,
                 except BenchmarkError as exc:
                     result.errors.append(str(exc))
                     progress(f"N={n} repeat {repeat + 1}/{repeats}: tfcluster failed: {exc}")
-                    kill_marked(marker)
+                    kill_marked(MARKER_ENV, marker)
                     continue
             progress(f"N={n} repeat {repeat + 1}/{repeats}: bare {result.bare[-1].all_running_s:.3f}s,"
                      f" tfcluster {result.tfcluster[-1].all_running_s:.3f}s "
@@ -309,17 +279,15 @@ def detection_run(tfcluster: Sequence[str], marker: str, work: Path, sleep_s: fl
     if run.exit_code != FAILING_EXIT_CODE:
         raise BenchmarkError(f"failure drill: tfcluster exited {run.exit_code}, expected "
                              f"{FAILING_EXIT_CODE}: {failure_reason(run, run_dir)}")
-    leftovers = marked_processes(marker)
+    leftovers = marked_processes(MARKER_ENV, marker)
     if leftovers:
         raise BenchmarkError(f"failure drill: tfcluster left {len(leftovers)} process(es) "
                              f"running: {[p.pid for p in leftovers]}")
-    events = [json.loads(line) for line in
-              (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-    failed = [e for e in events if e.get("event") == "task_failed"]
+    failed = [e for e in read_events(run_dir) if e.get("event") == "task_failed"]
     if [e.get("task") for e in failed] != [FAILING_TASK]:
         raise BenchmarkError(f"failure drill: expected one task_failed for {FAILING_TASK}, got "
                              f"{[e.get('task') for e in failed]}")
-    event: dict[str, Any] = failed[0]
+    event: Event = failed[0]
     exited_at = float(stamp.read_text(encoding="utf-8").split()[0])
     return DetectionSample(
         detection_latency_ms=float(event["detection_latency_ms"]),
@@ -340,7 +308,7 @@ def measure_detection(tfcluster: Sequence[str], runs: int, marker: str, tmp: Pat
             except BenchmarkError as exc:
                 errors.append(str(exc))
                 progress(f"detection run {index + 1}/{runs}: {exc}")
-                kill_marked(marker)
+                kill_marked(MARKER_ENV, marker)
                 continue
         last = samples[-1]
         progress(f"detection run {index + 1}/{runs}: detection_latency_ms "
@@ -349,18 +317,6 @@ def measure_detection(tfcluster: Sequence[str], runs: int, marker: str, tmp: Pat
 
 
 # --- report -------------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * pct / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def launch_table(results: Sequence[SizeResult], repeats: int, new_session: bool) -> list[str]:
@@ -452,13 +408,6 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def default_tfcluster() -> str:
-    beside = Path(sys.executable).parent / "tfcluster"
-    if beside.exists():
-        return shlex.quote(str(beside))
-    return shlex.quote(shutil.which("tfcluster") or str(beside))
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=parse_sizes, default=[1, 8, 32, 64],
@@ -489,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress(f"tfcluster: {shlex.join(args.tfcluster)}; python: {sys.executable}; "
              f"marker {MARKER_ENV}={marker}")
     print(f"Host: {os.cpu_count()} CPU(s), load average before the runs "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; python {sys.version.split()[0]}")
+          f"{loadavg()}; python {sys.version.split()[0]}")
     print()
     status = 0
     results: list[SizeResult] = []
@@ -505,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress(f"benchmark failed: {exc}")
         status = 1
     finally:
-        killed = kill_marked(marker)
+        killed = kill_marked(MARKER_ENV, marker)
     if detection_errors or any(r.errors for r in results):
         status = 1
     if any(r.bare for r in results):
@@ -516,7 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(detection_table(samples, detection_errors)))
         print()
     print("\n".join(verdicts(results, samples)))
-    print(f"- load average after the runs: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"- load average after the runs: {loadavg()}")
     if killed:
         print(f"- leftover processes: {len(killed)} with {MARKER_ENV} were still running and "
               f"were killed: {killed}")

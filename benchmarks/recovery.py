@@ -42,39 +42,40 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import math
 import os
 import shlex
-import shutil
-import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 import yaml
+from common import (
+    REPO,
+    BenchmarkError,
+    Event,
+    default_tfcluster,
+    kill_marked,
+    loadavg,
+    median,
+    percentile,
+    progress,
+    read_events,
+    scratch,
+    wait_until_gone,
+)
 
 from launcher.drill import report as drill_report
 
-REPO = Path(__file__).resolve().parent.parent
 FAKE_TRAINER = REPO / "tests" / "fake_trainer.py"
 MARKER_ENV = "BENCH_RECOVERY_MARKER"  # not TFCLUSTER_*: that prefix is reserved in spec env
 DETECTION_TARGET_MS = 50.0
 LEFTOVER_WAIT_S = 10.0
-
-Event = dict[str, Any]
-
-
-class BenchmarkError(RuntimeError):
-    """A run did not behave as the benchmark expects (exit code, missing events, leftovers...)."""
 
 
 # --- workloads ----------------------------------------------------------------------------------
@@ -135,50 +136,6 @@ def workloads(fake_at_step: int, tf_at_step: int, tf_grace_s: float) -> tuple[Wo
     return fake, digits
 
 
-# --- processes ----------------------------------------------------------------------------------
-
-
-def marked_processes(marker: str) -> list[psutil.Process]:
-    """Every live process whose environment carries this invocation's marker."""
-    found: list[psutil.Process] = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if proc.environ().get(MARKER_ENV) == marker:
-                found.append(proc)
-    return found
-
-
-def wait_until_gone(marker: str, timeout_s: float) -> list[psutil.Process]:
-    """Wait up to ``timeout_s`` for every marked process to end; returns those still alive."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = marked_processes(marker)
-        if not alive or time.monotonic() >= deadline:
-            return alive
-        psutil.wait_procs(alive, timeout=min(0.2, max(0.0, deadline - time.monotonic())))
-
-
-def kill_marked(marker: str) -> list[int]:
-    """SIGKILL every process with the marker; returns their pids."""
-    procs = marked_processes(marker)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(signal.SIGKILL)
-    psutil.wait_procs(procs, timeout=5)
-    return [p.pid for p in procs]
-
-
-@contextlib.contextmanager
-def scratch(parent: Path, prefix: str) -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 @dataclass(frozen=True)
 class CliRun:
     exit_code: int
@@ -202,20 +159,15 @@ def run_cli(tfcluster: Sequence[str], argv: Sequence[str], marker: str, work: Pa
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            kill_marked(marker)
+            kill_marked(MARKER_ENV, marker)
             raise BenchmarkError(f"tfcluster did not finish within {timeout_s:.0f}s") from None
-    leftovers = wait_until_gone(marker, LEFTOVER_WAIT_S)
+    leftovers = wait_until_gone(MARKER_ENV, marker, LEFTOVER_WAIT_S)
     if leftovers:
-        pids = kill_marked(marker)
+        pids = kill_marked(MARKER_ENV, marker)
         raise BenchmarkError(f"{len(pids)} process(es) still running {LEFTOVER_WAIT_S:.0f}s after "
                              f"tfcluster exited (killed): {pids}")
-    events_path = run_dir / "events.jsonl"
-    events: list[Event] = []
-    if events_path.exists():
-        events = [json.loads(line) for line in events_path.read_text(encoding="utf-8").splitlines()
-                  if line.strip().endswith("}")]
     tail = " | ".join(err_path.read_text(encoding="utf-8", errors="replace").splitlines()[-3:])
-    return CliRun(code, started, events, tail)
+    return CliRun(code, started, read_events(run_dir), tail)
 
 
 # --- events -------------------------------------------------------------------------------------
@@ -411,24 +363,8 @@ def time_tf_import(runs: int) -> list[float]:
 # --- report -------------------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * pct / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def med(values: Sequence[float]) -> float:
-    return statistics.median(values)
-
-
 def secs(value: float) -> str:
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.2f}"
-
-
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def detection_table(all_results: Sequence[Results]) -> list[str]:
@@ -448,7 +384,7 @@ def detection_table(all_results: Sequence[Results]) -> list[str]:
         for name, values in rows:
             p95 = percentile(values, 95)
             verdict = "PASS" if p95 < DETECTION_TARGET_MS else "FAIL"
-            lines.append(f"| {r.workload.key} | {name} | {len(values)} | {med(values):.2f} "
+            lines.append(f"| {r.workload.key} | {name} | {len(values)} | {median(values):.2f} "
                          f"| {p95:.2f} | {max(values):.2f} "
                          f"| p95 < {DETECTION_TARGET_MS:.0f} ms: {verdict} |")
     return lines
@@ -469,13 +405,13 @@ def recovery_table(all_results: Sequence[Results]) -> list[str]:
             continue
 
         def span(values: Sequence[float]) -> str:
-            return f"{secs(med(values))} [{secs(min(values))}-{secs(max(values))}]" \
+            return f"{secs(median(values))} [{secs(min(values))}-{secs(max(values))}]" \
                 if values else "-"
 
         recovery = [x.recovery_s for x in d]
         cold = [x.total_s for x in c]
         lost = sorted({x.steps_lost for x in d})
-        ratio = f"{med(recovery) / med(cold):.2f}" if d and c else "-"
+        ratio = f"{median(recovery) / median(cold):.2f}" if d and c else "-"
         lines.append(
             f"| {r.workload.key} | {len(d)} | {span(recovery)} "
             f"| {span([x.recovery_all_s for x in d])} "
@@ -499,11 +435,11 @@ def breakdown_table(all_results: Sequence[Results]) -> list[str]:
         d = r.drills
         if not d:
             continue
-        parts = [med([x.stopped_s for x in d]), med([x.lookup_s for x in d]),
-                 med([x.restarting_s for x in d]), med([x.backoff_s for x in d]),
-                 med([x.spawn_s for x in d]), med([x.init_s for x in d])]
+        parts = [median([x.stopped_s for x in d]), median([x.lookup_s for x in d]),
+                 median([x.restarting_s for x in d]), median([x.backoff_s for x in d]),
+                 median([x.spawn_s for x in d]), median([x.init_s for x in d])]
         lines.append(f"| {r.workload.key} | " + " | ".join(secs(p) for p in parts)
-                     + f" | {secs(sum(parts))} | {secs(med([x.recovery_s for x in d]))} |")
+                     + f" | {secs(sum(parts))} | {secs(median([x.recovery_s for x in d]))} |")
     return lines
 
 
@@ -520,11 +456,11 @@ def cold_table(all_results: Sequence[Results]) -> list[str]:
         c = r.colds
         if not c:
             continue
-        lines.append(f"| {r.workload.key} | {len(c)} | {secs(med([x.coordinator_s for x in c]))} "
-                     f"| {secs(med([x.to_attempt_s for x in c]))} "
-                     f"| {secs(med([x.spawn_s for x in c]))} | {secs(med([x.init_s for x in c]))} "
-                     f"| {secs(med([x.total_s for x in c]))} "
-                     f"| {secs(med([x.all_stepping_s for x in c]))} |")
+        lines.append(f"| {r.workload.key} | {len(c)} | {secs(median([x.coordinator_s for x in c]))} "
+                     f"| {secs(median([x.to_attempt_s for x in c]))} "
+                     f"| {secs(median([x.spawn_s for x in c]))} | {secs(median([x.init_s for x in c]))} "
+                     f"| {secs(median([x.total_s for x in c]))} "
+                     f"| {secs(median([x.all_stepping_s for x in c]))} |")
     return lines
 
 
@@ -551,13 +487,6 @@ def setup_lines(all_results: Sequence[Results], backoff_s: float) -> list[str]:
 
 
 # --- main ---------------------------------------------------------------------------------------
-
-
-def default_tfcluster() -> list[str]:
-    beside = Path(sys.executable).parent / "tfcluster"
-    if beside.exists():
-        return [str(beside)]
-    return [shutil.which("tfcluster") or str(beside)]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -587,10 +516,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     marker = uuid.uuid4().hex
@@ -612,7 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with contextlib.suppress(subprocess.CalledProcessError):
                     tf_import = time_tf_import(1)
     finally:
-        killed = kill_marked(marker)
+        killed = kill_marked(MARKER_ENV, marker)
     print(f"## tfcluster recovery benchmark ({time.monotonic() - began:.0f} s)")
     print()
     print(f"Host: {os.cpu_count()} CPU(s); load average (1/5/15 min) before {load_before}, "

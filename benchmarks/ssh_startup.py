@@ -30,7 +30,6 @@ import dataclasses
 import functools
 import os
 import queue
-import statistics
 import sys
 import tempfile
 import threading
@@ -40,16 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from common import loadavg, median, progress  # first: it puts the repository on sys.path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from launcher.backends.base import AgentEvent  # noqa: E402
-from launcher.backends.ssh import SshAgentHandle, SshBackend  # noqa: E402
-from launcher.plan import HostPlan  # noqa: E402
-from launcher.ssh_connect import ConnectOptions, SshConnection, connect  # noqa: E402
-from tests.ssh.sshd import Sshd, generate_key, start_sshd  # noqa: E402
-from worker.protocol import Launch  # noqa: E402
+from launcher.backends.base import AgentEvent
+from launcher.backends.ssh import SshAgentHandle, SshBackend
+from launcher.plan import HostPlan
+from launcher.ssh_connect import ConnectOptions, SshConnection, connect
+from tests.ssh.sshd import Sshd, generate_key, start_sshd
+from worker.protocol import Launch
 
 SERVERS = 8
 TARGET_RATIO = 2.0
@@ -144,7 +141,7 @@ class Size:
     start: list[Sample] = field(default_factory=list)
 
     def median(self, samples: str, what: str) -> float:
-        return float(statistics.median(getattr(s, what) for s in getattr(self, samples)))
+        return median(getattr(s, what) for s in getattr(self, samples))
 
 
 def table(sizes: Sequence[Size], repeats: int) -> list[str]:
@@ -193,8 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             known_hosts.write_text("".join(s.known_hosts_line() for s in servers))
             hosts = host_plans(servers, key, known_hosts)
             backend = SshBackend()
-            print(f"connect options: {ConnectOptions()}; python {sys.version.split()[0]}",
-                  file=sys.stderr)
+            progress(f"connect options: {ConnectOptions()}; python {sys.version.split()[0]}")
             start_all(backend, hosts, work, servers)  # warm-up: page cache, first imports
             sizes = [Size(n) for n in args.sizes]
             for repeat in range(args.repeats):
@@ -202,8 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     size.connect.append(connect_all(backend, hosts[:size.n]))
                     size.start.append(start_all(backend, hosts[:size.n], work,
                                                 servers[:size.n]))
-                print(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(
-                    f"N={s.n} {s.start[-1].wall_s:.3f}s" for s in sizes), file=sys.stderr)
+                progress(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(
+                    f"N={s.n} {s.start[-1].wall_s:.3f}s" for s in sizes))
             leftovers = [p.pid for s in servers for p in s.wait_no_sessions(5)]
         finally:
             for server in servers:
@@ -225,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"the coordinator's own share is "
               f"{eight[0].median('start', 'own_cpu_s') * 1000 / SERVERS:.1f} ms per host")
         status = 0 if ratio < TARGET_RATIO else 1
-    print(f"- load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"- load average: {loadavg()}")
     if leftovers:
         print(f"- sshd sessions left after closing the agents (killed): {leftovers}")
         status = 1

@@ -18,6 +18,8 @@ from typing import Any
 import psutil
 import yaml
 
+from tests import procs
+
 REPO = Path(__file__).resolve().parent.parent
 FAKE_TRAINER = REPO / "tests" / "fake_trainer.py"
 MARK_VAR = "TFCLUSTER_TEST_MARK"  # set in the CLI's environment, inherited by agents and tasks
@@ -102,31 +104,19 @@ class Job:
         return processes_marked(self.mark)
 
     def kill_all(self) -> None:
-        for proc in self.processes():
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
+        procs.kill_all(self.processes(), timeout=None)  # the CLI is reaped below, by its Popen
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         self.proc.wait(10)
 
 
 def processes_marked(mark: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if proc.environ().get(MARK_VAR) == mark and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-    return found
+    return procs.with_env(MARK_VAR, mark)
 
 
 def wait_until_gone(mark: str, timeout: float) -> list[psutil.Process]:
     """Wait up to ``timeout`` for every process of a job to end; returns those still alive."""
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = processes_marked(mark)
-        if not alive or time.monotonic() >= deadline:
-            return alive
-        psutil.wait_procs(alive, timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+    return procs.wait_until_empty(lambda: processes_marked(mark), timeout)
 
 
 def signal_tfcluster(job: Job, sig: signal.Signals) -> None:
@@ -149,6 +139,4 @@ def running(argv: list[str], run_dir: Path, cwd: Path) -> Iterator[Job]:
     finally:
         if job.proc.poll() is None:
             job.kill_all()
-        for proc in job.processes():
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
+        procs.kill_all(job.processes(), timeout=None)

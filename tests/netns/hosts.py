@@ -50,6 +50,8 @@ from typing import IO, Any, Protocol
 import psutil
 import yaml
 
+from tests.procs import alive, by_pid, kill_all, wait_until_empty
+
 SSHD = "/usr/sbin/sshd"
 SSH_PORT = 22
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -147,13 +149,6 @@ def _disable_ipv6(interface: str, namespace: str | None = None) -> None:
         _ip("netns", "exec", namespace, "sh", "-c", 'echo 1 > "$1"', "sh", path)
 
 
-def _kill_and_reap(procs: Sequence[psutil.Process], timeout: float) -> None:
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(list(procs), timeout=timeout)
-
-
 def kill_netns_processes(namespace: str, *, keep: Sequence[int] = (),
                          timeout: float = STOP_TIMEOUT_S) -> list[int]:
     """SIGKILL every process in ``namespace`` except ``keep``, until none is left (new ones may be
@@ -163,24 +158,17 @@ def kill_netns_processes(namespace: str, *, keep: Sequence[int] = (),
         pids = [pid for pid in netns_pids(namespace) if pid not in keep and pid != os.getpid()]
         if not pids or time.monotonic() >= deadline:
             return pids
-        procs = []
-        for pid in pids:
-            with contextlib.suppress(psutil.Error):
-                procs.append(psutil.Process(pid))
-        _kill_and_reap(procs, timeout=min(1.0, max(0.05, deadline - time.monotonic())))
+        kill_all(by_pid(pids), timeout=min(1.0, max(0.05, deadline - time.monotonic())))
 
 
 def _processes_of_prefix(prefix: str) -> list[psutil.Process]:
     """Processes whose command line names a host directory of set ``prefix`` (its sshds), wherever
     they run: the last resort when a namespace was deleted before its processes died."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            args = " ".join(proc.info["cmdline"] or ())
-            named = any(match.group(1) == prefix for match in _PREFIX_IN_ARGS.finditer(args))
-            if named and proc.pid != os.getpid() and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-    return found
+    def named(args: Sequence[str] | None) -> bool:
+        return any(match.group(1) == prefix for match in _PREFIX_IN_ARGS.finditer(" ".join(args or ())))
+
+    return alive(proc for proc in psutil.process_iter(["cmdline"])
+                 if proc.pid != os.getpid() and named(proc.info["cmdline"]))
 
 
 def require_sshd() -> None:
@@ -429,24 +417,11 @@ class NetnsHost:
         """Every live process in the namespace except the sshd listener: SSH sessions, agents,
         tasks, anything started with ``spawn_in``. Empty when nothing of a job is left."""
         keep = {self.sshd.pid} if self.sshd is not None else set()
-        procs = []
-        for pid in self.pids():
-            if pid in keep:
-                continue
-            with contextlib.suppress(psutil.Error):
-                proc = psutil.Process(pid)
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    procs.append(proc)
-        return procs
+        return alive(by_pid(pid for pid in self.pids() if pid not in keep))
 
     def wait_no_processes(self, timeout: float) -> list[psutil.Process]:
         """Wait up to ``timeout`` for ``processes()`` to be empty; returns those still alive."""
-        deadline = time.monotonic() + timeout
-        while True:
-            alive = self.processes()
-            if not alive or time.monotonic() >= deadline:
-                return alive
-            psutil.wait_procs(alive, timeout=min(0.2, max(0.01, deadline - time.monotonic())))
+        return wait_until_empty(self.processes, timeout)
 
     def kill_processes(self) -> list[int]:
         """Kill everything in the namespace but the sshd listener; returns pids that survived."""
@@ -648,7 +623,7 @@ def _remove_prefix(prefix: str, known_namespaces: Sequence[str] = ()) -> list[st
         left = kill_netns_processes(namespace)
         if left:
             problems.append(f"processes {left} in {namespace} survived SIGKILL")
-    _kill_and_reap(_processes_of_prefix(prefix), timeout=STOP_TIMEOUT_S)
+    kill_all(_processes_of_prefix(prefix), timeout=STOP_TIMEOUT_S)
     # Root-side veth ends first (deleting one end deletes the pair at once, whereas a deleted
     # namespace frees its links asynchronously), then the namespaces, then the bridge.
     for link in sorted(links(), key=lambda name: name.endswith("-br")):

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 import psutil
 
 from tests.jobs import REPO, fake_spec
+from tests.procs import wait_until_empty, with_env
 from tests.ssh.sshd import Sshd, free_port
 
 SSH_HOST = "ssh-local"
@@ -37,24 +36,12 @@ def ssh_spec(name: str, sshd: Sshd, key: Path, known_hosts: Path, *, mark: str,
 
 
 def processes_with(mark: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if (proc.environ().get(SSH_MARK_VAR) == mark
-                    and proc.status() != psutil.STATUS_ZOMBIE):
-                found.append(proc)
-    return found
+    return with_env(SSH_MARK_VAR, mark)
 
 
 def wait_marked_gone(mark: str, timeout: float) -> list[psutil.Process]:
     """Wait up to ``timeout`` for every process carrying ``mark`` to end; returns the living."""
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = processes_with(mark)
-        now = time.monotonic()
-        if not alive or now >= deadline:
-            return alive
-        psutil.wait_procs(alive, timeout=min(0.2, deadline - now))
+    return wait_until_empty(lambda: processes_with(mark), timeout)
 
 
 @dataclass(frozen=True)

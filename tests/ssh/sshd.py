@@ -17,6 +17,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.procs import alive, kill_all, wait_until_empty
+
 SSHD = "/usr/sbin/sshd"
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
@@ -89,31 +91,18 @@ class Sshd:
             children = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:
             return []
-        alive = []
-        for child in children:
-            with contextlib.suppress(psutil.Error):
-                if child.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(child)
-        return alive
+        return alive(children)
 
     def wait_no_sessions(self, timeout: float) -> list[psutil.Process]:
         """Wait up to ``timeout`` for every session to end; returns those still alive."""
-        deadline = time.monotonic() + timeout
-        while True:
-            alive = self.sessions()
-            if not alive or time.monotonic() >= deadline:
-                return alive
-            psutil.wait_procs(alive, timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+        return wait_until_empty(self.sessions, timeout)
 
     def stop(self) -> None:
         """Kill sshd and every process it forked (safe to call more than once)."""
         leftovers = self.sessions()
         with contextlib.suppress(ProcessLookupError):
             self.proc.send_signal(signal.SIGKILL)
-        for proc in leftovers:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        psutil.wait_procs(leftovers, timeout=5)
+        kill_all(leftovers, timeout=5)
         self.proc.wait(10)
 
 

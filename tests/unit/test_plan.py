@@ -284,7 +284,7 @@ def remote_spec(**fields: Any) -> ClusterSpec:
         {"type": "chief", "host": "node-a", "port": 5000},
         {"type": "worker", "host": "node-b", "port": 5001, "count": 2},
         {"type": "worker", "host": "localhost"},
-        hosts=REMOTE_HOSTS, workdir="jobs/digits", checkpoint={"dir": "ckpt"}, **fields,
+        hosts=REMOTE_HOSTS, workdir="jobs/digits", checkpoint={"dir": "/srv/ckpt"}, **fields,
     )
 
 
@@ -306,9 +306,9 @@ def test_remote_hosts_use_python3_their_address_and_paths_as_written() -> None:
     assert tasks["chief:0"].cwd == "jobs/digits"
     assert tasks["worker:1"].cwd == "jobs/digits"
     assert tasks["worker:2"].cwd == "/base/jobs/digits"
-    # The chief is remote: its checkpoint dir is a path on node-a, kept as written.
-    assert launch_plan.checkpoint_dir == "ckpt"
-    assert {t.env[env.CHECKPOINT_DIR] for t in launch_plan.tasks} == {"ckpt"}
+    # The chief is remote: its checkpoint dir is a path on node-a, kept as written (absolute: the spec requires it).
+    assert launch_plan.checkpoint_dir == "/srv/ckpt"
+    assert {t.env[env.CHECKPOINT_DIR] for t in launch_plan.tasks} == {"/srv/ckpt"}
     assert tasks["chief:0"].tf_config.address(TaskId("chief", 0)) == "198.18.0.2:5000"
     assert tasks["chief:0"].tf_config.address(TaskId("worker", 1)) == "node-b:5002"
 
