@@ -306,7 +306,7 @@ def test_remote_hosts_use_python3_their_address_and_paths_as_written() -> None:
     assert tasks["chief:0"].cwd == "jobs/digits"
     assert tasks["worker:1"].cwd == "jobs/digits"
     assert tasks["worker:2"].cwd == "/base/jobs/digits"
-    # The chief is remote: its checkpoint dir is a path on node-a, kept as written (absolute: the spec requires it).
+    # The chief is remote: its checkpoint dir is a path on node-a (absolute, as the spec requires).
     assert launch_plan.checkpoint_dir == "/srv/ckpt"
     assert {t.env[env.CHECKPOINT_DIR] for t in launch_plan.tasks} == {"/srv/ckpt"}
     assert tasks["chief:0"].tf_config.address(TaskId("chief", 0)) == "198.18.0.2:5000"
