@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import queue
 import signal
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,8 @@ from worker.tfconfig import TRAINING_TYPES
 PROGRESS_EVENT_INTERVAL_S = 1.0
 #: Extra time, beyond the grace period, that agents get to report their tasks gone.
 TEARDOWN_MARGIN_S = 10.0
+#: Longest wait, at teardown, for agent starts still under way (SSH connects are bounded).
+START_WAIT_S = 120.0
 #: How long the tasks' stack dumps get to reach the logs before a hung attempt is killed.
 STACK_DUMP_WAIT_S = 1.0
 
@@ -62,7 +64,24 @@ class Interrupt:
         return signal.Signals(self.signum).name
 
 
-QueueItem = AgentEvent | Interrupt
+@dataclass(frozen=True)
+class AgentUp:
+    """A host's agent started and was sent its launch message."""
+
+    host: str
+    handle: AgentHandle
+
+
+@dataclass(frozen=True)
+class AgentDown:
+    """A host's agent could not be started (unreachable, refused host key, no python, ...)."""
+
+    host: str
+    error: str
+    at: float
+
+
+QueueItem = AgentEvent | Interrupt | AgentUp | AgentDown
 Emit = Callable[..., None]
 
 
@@ -95,7 +114,9 @@ class AttemptRunner:
         self.tasks = {str(t.task): TaskRuntime(t) for t in launch_plan.tasks}
         self.logs = TaskLogs(run_dir, launch_plan.attempt)
         self.handles: dict[str, AgentHandle] = {}
-        self.open_agents: set[str] = set()
+        self.open_agents: set[str] = set()  # started, output not yet ended
+        self.starting: set[str] = set()  # start under way
+        self.closed_agents: set[str] = set()
         self.failures: list[TaskFailure] = []
         self.stopping_since: float | None = None
         self.terminate_at: float | None = None  # graceful stop: TERM only after this
@@ -155,32 +176,46 @@ class AttemptRunner:
     # --- start -------------------------------------------------------------------------------
 
     def _start_agents(self) -> None:
-        """Start every host's agent at once (SSH connections are slow; do not queue them)."""
+        """Start every host's agent at once, each from its own thread (an SSH connection can take
+        seconds): the loop keeps running meanwhile, so hosts already up are pinged and watched,
+        and each start's outcome arrives on the queue as :class:`AgentUp` / :class:`AgentDown`."""
 
-        def start(host: HostPlan) -> AgentHandle:
-            return self.backend.start(host, self.plan.launch_message(host), self.inbox.put,
-                                      self.run_dir.agent_log(self.plan.attempt, host.name))
-
-        hosts = list(self.plan.hosts)
-        with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-            futures = [(host, pool.submit(start, host)) for host in hosts]
-        for host, future in futures:
+        def start(host: HostPlan) -> None:
             try:
-                handle = future.result()
+                handle = self.backend.start(
+                    host, self.plan.launch_message(host), self.inbox.put,
+                    self.run_dir.agent_log(self.plan.attempt, host.name))
             except Exception as exc:  # any failure to start is that host's failure
                 why = str(exc) if isinstance(exc, AgentStartError) \
                     else f"{host.name}: {type(exc).__name__}: {exc}"
-                now = time.time()
-                for task in host.tasks:
-                    self._record_failure(TaskFailure(
-                        task=str(task.task), host=host.name, attempt=self.plan.attempt,
-                        kind=FailureKind.LOST_HOST, died_at=now, observed_at=now, message=why))
-                continue
-            self.handles[host.name] = handle
-            self.open_agents.add(host.name)
-            self.health.host_seen(host.name, time.time())
-        if self.failures:
-            self._stop("could not start every agent")
+                self.inbox.put(AgentDown(host.name, why, time.time()))
+                return
+            self.inbox.put(AgentUp(host.name, handle))
+
+        for host in self.plan.hosts:
+            self.starting.add(host.name)
+            threading.Thread(target=start, args=(host,), name=f"start-{host.name}",
+                             daemon=True).start()
+
+    def _on_agent_up(self, item: AgentUp) -> None:
+        self.starting.discard(item.host)
+        self.handles[item.host] = item.handle
+        if item.host not in self.closed_agents:
+            self.open_agents.add(item.host)
+        self.health.host_seen(item.host, time.time())
+        if self.stopping_since is not None and self.terminate_at is None:
+            item.handle.send(Terminate(grace_period_s=self._grace_s))  # started too late
+
+    def _on_agent_down(self, item: AgentDown) -> None:
+        self.starting.discard(item.host)
+        for task in self.plan.tasks:
+            if task.host == item.host:
+                self.tasks[str(task.task)].state = "failed"
+                self._record_failure(TaskFailure(
+                    task=str(task.task), host=item.host, attempt=self.plan.attempt,
+                    kind=FailureKind.LOST_HOST, died_at=item.at, observed_at=item.at,
+                    message=item.error))
+        self._stop(f"could not start the agent on {item.host}")
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -223,6 +258,12 @@ class AttemptRunner:
             return
         if isinstance(item, AgentClosed):
             self._on_agent_closed(item)
+            return
+        if isinstance(item, AgentUp):
+            self._on_agent_up(item)
+            return
+        if isinstance(item, AgentDown):
+            self._on_agent_down(item)
             return
         self.health.host_seen(item.host, item.received_at)
         message = item.message
@@ -343,6 +384,7 @@ class AttemptRunner:
 
     def _on_agent_closed(self, item: AgentClosed) -> None:
         self.open_agents.discard(item.host)
+        self.closed_agents.add(item.host)
         self.health.host_gone(item.host)
         if self.stopping_since is None:
             self._lose_host(item.host, item.at, f"lost contact with its agent: {item.reason}")
@@ -428,6 +470,8 @@ class AttemptRunner:
         if self.terminate_at is not None:  # graceful: wait for the others to exit on their own
             self._loop(self._running, deadline=self.terminate_at)
             self._terminate_all()
+        # every start still under way must end first: no agent may be left without its EOF
+        self._loop(lambda: bool(self.starting), deadline=time.time() + START_WAIT_S)
         if self.stopping_since is not None:  # commands (a second Ctrl-C) still reach the agents
             self._loop(lambda: self._running() and bool(self.open_agents),
                        deadline=time.time() + self.plan.grace_period_s + TEARDOWN_MARGIN_S)

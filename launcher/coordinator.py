@@ -114,6 +114,18 @@ class Coordinator:
         if self.events is not None:
             self.events.emit(event, **fields)
 
+    def _fresh_queue(self) -> None:
+        """A new inbox per attempt, so nothing late from the last attempt's agents can reach the
+        next one; a pending Ctrl-C / SIGTERM is carried over."""
+        old, self.queue = self.queue, queue.SimpleQueue()
+        while True:
+            try:
+                item = old.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, Interrupt):
+                self.queue.put(item)
+
     def _allocate(self, avoid: frozenset[int] = frozenset()) -> dict[TaskId, int]:
         numbers = self.ports.allocate(len(self._port_tasks), avoid=avoid)
         return dict(zip(self._port_tasks, numbers, strict=True))
@@ -135,6 +147,7 @@ class Coordinator:
         attempt = 0
         while True:
             launch_plan = self._plan(attempt, ports, resume)
+            self._fresh_queue()
             result = AttemptRunner(
                 launch_plan, backend=self.backend, inbox=self.queue, run_dir=self.run_dir,
                 console=self.console, emit=self._emit, machine=self.machine,

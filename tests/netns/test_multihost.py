@@ -92,3 +92,32 @@ def test_a_host_cut_off_mid_run_is_lost_and_the_job_recovers(
     # the old agent on h2 heard nothing from the coordinator and stopped its task by itself
     for host in cluster:
         assert host.wait_no_processes(10) == []
+
+
+def test_a_host_that_stays_cut_off_fails_the_job_clearly(
+        netns_hosts: NetnsHostsFactory, tmp_path: Path) -> None:
+    cluster = netns_hosts(3)
+    spec = cluster.write_spec(
+        tmp_path / "spec.yaml", name="gone",
+        entrypoint={"script": str(FAKE_TRAINER),
+                    "args": ["--steps", "100000", "--step-time", "0.05", "--bind"]},
+        restart={"max_restarts": 1, "backoff_s": 0.2},
+        health={"heartbeat_interval_s": 0.5, "heartbeat_timeout_s": 3, "grace_period_s": 2,
+                "failure_grace_period_s": 1})
+    victim = cluster["h3"]
+    with running(["run", str(spec), "--connect-timeout", "3"], tmp_path / "run", REPO) as job:
+        job.wait_event(lambda e: e["event"] == "task_progress" and e["step"] >= 10, timeout=60)
+        victim.link_down()
+        assert job.wait(timeout=120) == 1, job.stderr
+        assert wait_until_gone(job.mark, 10) == []
+    events = read_events(tmp_path / "run")
+    final = events[-1]
+    assert final["event"] == "job_failed" and "gave up after 1 restart" in final["reason"]
+    assert final["root_cause"]["kind"] == "lost_host" and final["root_cause"]["host"] == "h3"
+    assert final["root_cause"]["attempt"] == 1  # the restart could not reach h3 either
+    assert "h3" in job.stderr and "Root cause" in job.stderr
+    for host in cluster:
+        if host is not victim:
+            assert host.wait_no_processes(10) == []
+    victim.link_up()
+    assert victim.wait_no_processes(20) == []  # its agent stopped its task on its own
