@@ -179,12 +179,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _load_for_run(args: argparse.Namespace) -> ClusterSpec | None:
-    from launcher.spec import CheckpointSpec
+    """The spec with ``--checkpoint-dir`` applied, validated again as a whole."""
+    from launcher.spec import SpecError, spec_from_dict
 
     spec = _load(args.spec)
-    if spec is not None and args.checkpoint_dir:
-        spec = spec.model_copy(update={"checkpoint": CheckpointSpec(dir=args.checkpoint_dir)})
-    return spec
+    if spec is None or not args.checkpoint_dir:
+        return spec
+    data = {**spec.model_dump(), "checkpoint": {"dir": args.checkpoint_dir}}
+    try:
+        return spec_from_dict(data, source=f"{args.spec} with --checkpoint-dir")
+    except SpecError as exc:
+        print(str(exc), file=sys.stderr)
+        return None
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:

@@ -102,3 +102,11 @@ def test_the_coordinator_never_imports_tensorflow() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_checkpoint_dir_override_is_validated_with_the_spec(tmp_path: Path) -> None:
+    result = tfcluster("run", str(REPO / "cluster_specs/docker-3hosts.yaml"),
+                       "--checkpoint-dir", "relative/ckpt", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "checkpoint.dir: must be an absolute path" in result.stderr
+    assert "Traceback" not in result.stderr
