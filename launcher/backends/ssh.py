@@ -275,6 +275,10 @@ class SshAgentHandle:
 
     def _abort(self) -> None:
         self._gate.drop()
+        self._shut_connection()
+
+    def _shut_connection(self) -> None:
+        """Close the SSH connection and let the reader threads finish."""
         self._closing = True
         self.connection.close()
         if self._agent is not None:
@@ -336,12 +340,7 @@ class SshAgentHandle:
             with self._log_lock, contextlib.suppress(OSError, ValueError):
                 self._log.write(f"tfcluster: the agent did not exit within {timeout_s:.1f}s of "
                                 f"EOF; closing the connection\n".encode())
-        self._closing = True
-        self.connection.close()
-        if self._agent is not None:
-            self._agent.join(_EXIT_STATUS_WAIT_S + 1)
-        if self._stderr_thread is not None:
-            self._stderr_thread.join(1.0)
+        self._shut_connection()
         with self._log_lock:
             self._log.close()
         self._agent = None  # let paramiko's channel files go now, not at interpreter exit
