@@ -20,7 +20,7 @@ its ``events.jsonl``:
 - detection: ``task_failed.detection_latency_ms`` (the agent saw the death -> the coordinator recorded
   it) and end to end ``fault_injected.ts`` -> ``task_failed.observed_at``;
 - recovery: ``task_failed.died_at`` -> the first ``task_progress`` with ``first`` in attempt 1, and
-  the steps lost (``launcher.drill.report``), broken down into death -> every other task of attempt 0
+  the steps lost (``launcher.job.drill.report``), broken down into death -> every other task of attempt 0
   stopped (the last ``task_exited``) -> ``checkpoint_found`` (agents exited, checkpoint looked up) ->
   ``job_restarting`` -> ``attempt_started`` (the backoff) -> every task of attempt 1 started
   (``task_started``) -> first step.
@@ -70,7 +70,7 @@ from common import (
     wait_until_gone,
 )
 
-from launcher.drill import report as drill_report
+from launcher.job.drill import report as drill_report
 
 FAKE_TRAINER = REPO / "tests" / "fake_trainer.py"
 MARKER_ENV = "BENCH_RECOVERY_MARKER"  # not TFCLUSTER_*: that prefix is reserved in spec env

@@ -8,7 +8,7 @@ It starts 8 real sshd instances on 127.0.0.1 (separate ports, one temp host key 
 key they all accept) and, for each size N, ``--repeats`` times:
 
 - "connect": N connections at once, each TCP + key exchange + host key check + public key
-  authentication (:func:`launcher.ssh_connect.connect`), until the last one is authenticated;
+  authentication (:func:`launcher.ssh.connect.connect`), until the last one is authenticated;
 - "agent up": N :meth:`SshBackend.start` calls at once, as the coordinator makes them: connect,
   exec ``cd REPO && exec PYTHON -m worker.agent``, wait for the agent's hello, send the launch
   message (no task), until the last one has returned. The agents are then closed (EOF) and their
@@ -43,8 +43,8 @@ from common import loadavg, median, progress  # first: it puts the repository on
 
 from launcher.backends.base import AgentEvent
 from launcher.backends.ssh import SshAgentHandle, SshBackend
-from launcher.plan import HostPlan
-from launcher.ssh_connect import ConnectOptions, SshConnection, connect
+from launcher.plan.planner import HostPlan
+from launcher.ssh.connect import ConnectOptions, SshConnection, connect
 from tests.ssh.sshd import Sshd, generate_key, start_sshd
 from worker.protocol import Launch
 
@@ -105,8 +105,8 @@ def in_parallel(calls: Sequence[Callable[[], object]]) -> tuple[Sample, list[obj
 
 
 def connect_all(backend: SshBackend, hosts: Sequence[HostPlan]) -> Sample:
-    targets = [backend.target(h) for h in hosts]
-    took, connections = in_parallel([functools.partial(connect, t, backend.options)
+    targets = [backend.connector.target(h) for h in hosts]
+    took, connections = in_parallel([functools.partial(connect, t, backend.connector.options)
                                      for t in targets])
     for connection in connections:
         if isinstance(connection, SshConnection):

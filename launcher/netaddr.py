@@ -1,8 +1,11 @@
-"""The address by which other hosts reach this machine, for local tasks of a multi-host job."""
+"""Network addresses: ``host:port`` text, and the address by which other hosts reach this machine.
+
+Standard library only: the planner and the SSH layer both use it."""
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import socket
 
 
@@ -15,3 +18,13 @@ def address_towards(remote: str, port: int = 22) -> str | None:
             probe.connect(sockaddr)
             return str(probe.getsockname()[0])
     return None
+
+
+def format_address(host: str, port: int) -> str:
+    """``host:port``, with brackets around an IPv6 literal."""
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            return f"[{host}]:{port}"
+    except ValueError:
+        pass
+    return f"{host}:{port}"

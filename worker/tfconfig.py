@@ -9,7 +9,7 @@ the cluster so that it can find the chief's checkpoints, which is what TensorFlo
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,20 @@ EVALUATOR = "evaluator"
 TASK_TYPES = (CHIEF, WORKER, EVALUATOR)
 #: Task types that take part in the MWMS collective ops, in TF_CONFIG ``cluster`` order.
 TRAINING_TYPES = (CHIEF, WORKER)
+
+
+def task_order(task: TaskId) -> tuple[int, int]:
+    """How tasks are listed everywhere: chief, workers, evaluator, each by index."""
+    return TASK_TYPES.index(task.type) if task.type in TASK_TYPES else len(TASK_TYPES), task.index
+
+
+def checkpoint_writer(tasks: Iterable[TaskId]) -> TaskId | None:
+    """The task that writes checkpoints, as TensorFlow decides: the chief, else worker 0."""
+    present = set(tasks)
+    for candidate in (TaskId(CHIEF, 0), TaskId(WORKER, 0)):
+        if candidate in present:
+            return candidate
+    return None
 
 
 class TFConfigError(ValueError):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from launcher.plan import HostPlan
+from launcher.plan.planner import HostPlan
 from worker.protocol import Launch, Message
 
 
@@ -35,14 +35,6 @@ class AgentClosed:
 
 AgentEvent = AgentMessage | AgentClosed
 Sink = Callable[[AgentEvent], None]
-
-
-class AgentStartError(RuntimeError):
-    """The agent for ``host`` could not be started; ``hint`` says what the user can do."""
-
-    def __init__(self, host: str, problem: str, hint: str = "") -> None:
-        self.host, self.problem, self.hint = host, problem, hint
-        super().__init__(f"{host}: {problem}" + (f" ({hint})" if hint else ""))
 
 
 class AgentHandle(Protocol):

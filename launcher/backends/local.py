@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import psutil
 
-from launcher.backends.base import AgentStartError, Sink
+from launcher.backends.base import Sink
 from launcher.backends.channel import AgentChannel
-from launcher.plan import HostPlan
+from launcher.errors import AgentStartError
+from launcher.plan.planner import HostPlan
 from worker.protocol import Launch, Message
 
 

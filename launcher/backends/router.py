@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.backends.base import AgentHandle, AgentStartError, Backend, Sink
-from launcher.plan import HostPlan
+from launcher.backends.base import AgentHandle, Backend, Sink
+from launcher.errors import AgentStartError
+from launcher.plan.planner import HostPlan
 from worker.protocol import Launch
 
 

@@ -8,7 +8,7 @@ copied to the agent log. EOF on its stdin (``close_input``, or the connection dr
 coordinator died) makes it kill every task tree and exit, as locally.
 
 :meth:`SshBackend.start` returns only once the agent has said hello and been sent its launch
-message; if it cannot get that far it raises an :class:`~launcher.ssh_errors.SshError` saying why
+message; if it cannot get that far it raises an :class:`~launcher.ssh.errors.SshError` saying why
 (unreachable, host key, authentication, no python there, workdir missing, ``worker`` not
 importable) and none of that agent's events reach the sink.
 """
@@ -16,9 +16,6 @@ importable) and none of that agent's events reach the sink.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import posixpath
-import shlex
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -27,91 +24,26 @@ from typing import IO, cast
 
 import paramiko
 
+from launcher.backends.agent_command import (
+    agent_command,
+    agent_workdir,
+    explain_agent_exit,
+    launch_for_agent,
+)
 from launcher.backends.base import AgentClosed, AgentEvent, Sink
 from launcher.backends.channel import AgentChannel
-from launcher.deadline import Deadline
-from launcher.plan import HostPlan
-from launcher.ssh_config import SshTarget, load_ssh_config, resolve_target
-from launcher.ssh_connect import (
-    DEFAULT_CONNECT_TIMEOUT_S,
-    DEFAULT_TRIES,
-    ConnectOptions,
-    SshConnection,
-    connect,
-)
-from launcher.ssh_errors import RemoteCommandError, SshConfigError
+from launcher.plan.planner import HostPlan
+from launcher.ssh.connect import SshConnection
+from launcher.ssh.connector import SshConnector
+from launcher.ssh.deadline import Deadline
+from launcher.ssh.errors import RemoteCommandError
 from worker.protocol import Hello, Launch, Message
 
-AGENT_MODULE = "worker.agent"
 #: How long a started agent may take to say hello (python start-up on a busy host).
 HELLO_TIMEOUT_S = 30.0
 #: When the agent's output ends, how long to wait for its exit status to say why.
 _EXIT_STATUS_WAIT_S = 2.0
 _STDERR_TAIL = 20
-
-
-# --- the remote command (pure) -------------------------------------------------------------------
-
-
-def remote_path(path: str) -> str:
-    """A spec path as a remote shell or SFTP sees it once quoted: ``~`` and ``~/x`` become paths
-    relative to the login directory (a quoted ``~`` would not be expanded)."""
-    if path == "~":
-        return "."
-    if path.startswith("~/"):
-        return path[2:].lstrip("/") or "."
-    return path
-
-
-def agent_workdir(host: HostPlan) -> str:
-    """Where the agent runs: its tasks' cwd (the spec's ``workdir``), so ``worker`` imports from
-    a checkout there just as it does for the tasks."""
-    return remote_path(host.tasks[0].cwd) if host.tasks else "."
-
-
-def agent_command(workdir: str, python: str) -> str:
-    """The one shell string run on the host; nothing in it comes unquoted from the spec."""
-    return f"cd {shlex.quote(workdir)} && exec {shlex.quote(python)} -m {AGENT_MODULE}"
-
-
-def launch_for_agent(launch: Launch, workdir: str) -> Launch:
-    """The launch message with each task's cwd as seen from the agent, which already runs in
-    ``workdir``: the same relative path would otherwise be resolved twice."""
-    base = posixpath.normpath(workdir)
-
-    def relative(cwd: str) -> str:
-        path = posixpath.normpath(remote_path(cwd))
-        if path == base:
-            return "."
-        if posixpath.isabs(path) or posixpath.isabs(base):
-            return path
-        return posixpath.relpath(path, base)
-
-    return dataclasses.replace(launch, tasks=[dataclasses.replace(t, cwd=relative(t.cwd))
-                                              for t in launch.tasks])
-
-
-def explain_agent_exit(host: str, *, python: str, workdir: str, status: int,
-                       stderr_tail: list[str]) -> RemoteCommandError:
-    """Why the agent ended before saying hello, from its exit status and last stderr lines."""
-    text = "\n".join(stderr_tail)
-    last = stderr_tail[-1] if stderr_tail else "(no output)"
-    if status in (126, 127) and "cd:" not in text:
-        return RemoteCommandError(host, f"python not found: {python}",
-                                  f"cannot run {python!r} there (exit {status}): {last}",
-                                  "install Python 3.10+ on the host or set 'python' in the spec "
-                                  "to its path")
-    if "cd:" in text or "can't cd" in text:
-        return RemoteCommandError(host, f"workdir missing: {workdir}",
-                                  f"cannot enter the workdir {workdir!r}: {last}",
-                                  "create it on the host or fix 'workdir' in the spec")
-    if "No module named 'worker'" in text or f"No module named {AGENT_MODULE}" in text:
-        return RemoteCommandError(host, "worker not importable",
-                                  f"{python} cannot import the 'worker' package in {workdir}: "
-                                  f"{last}",
-                                  "install tfcluster on the host or set 'workdir' to a checkout")
-    return RemoteCommandError(host, f"agent exited with status {status}",
-                              f"the agent exited with status {status} before starting: {last}")
 
 
 # --- the backend ---------------------------------------------------------------------------------
@@ -120,37 +52,21 @@ def explain_agent_exit(host: str, *, python: str, workdir: str, status: int,
 class SshBackend:
     """Starts each remote host's agent over its own SSH connection (see the module docstring)."""
 
-    def __init__(self, *, accept_new_host_keys: bool = False,
-                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-                 tries: int = DEFAULT_TRIES, ssh_config: paramiko.SSHConfig | None = None,
+    def __init__(self, connector: SshConnector | None = None, *,
                  hello_timeout_s: float = HELLO_TIMEOUT_S) -> None:
-        self.options = ConnectOptions(timeout_s=connect_timeout_s, tries=tries,
-                                      accept_new_host_keys=accept_new_host_keys)
+        self.connector = connector or SshConnector()
         self.hello_timeout_s = hello_timeout_s
-        self._config = ssh_config
-        self._config_lock = threading.Lock()
-
-    def target(self, host: HostPlan) -> SshTarget:
-        """Where ``host`` is reached: the spec's fields over ``~/.ssh/config``."""
-        with self._config_lock:
-            if self._config is None:
-                try:
-                    self._config = load_ssh_config()
-                except SshConfigError as exc:
-                    raise SshConfigError(host.name, exc.problem, exc.hint) from exc
-            config = self._config
-        return resolve_target(host, config)
 
     def start(self, host: HostPlan, launch: Launch, sink: Sink,
               log_path: Path) -> SshAgentHandle:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = log_path.open("ab", buffering=0)
         try:
-            target = self.target(host)
+            target = self.connector.target(host)
             workdir = agent_workdir(host)
             command = agent_command(workdir, host.python)
             log.write(f"tfcluster: ssh {target.describe()} {command}\n".encode())
-            connection = connect(target, self.options)
+            connection = self.connector.connect(target)
             key = connection.host_key
             recorded = f" (recorded in {key.recorded_in})" if key.recorded_in else ""
             log.write(f"tfcluster: host key {key.name} {key.key_type} {key.fingerprint}"

@@ -95,8 +95,8 @@ def test_help_works_for_every_verb(verb: str) -> None:
 
 
 def test_the_coordinator_never_imports_tensorflow() -> None:
-    code = ("import sys, launcher.cli, launcher.coordinator, launcher.backends.local, "
-            "launcher.plan, worker, worker.agent, worker.bootstrap, worker.checkpointing; "
+    code = ("import sys, launcher.cli.main, launcher.job.coordinator, launcher.backends.local, "
+            "launcher.plan.planner, worker, worker.agent, worker.bootstrap, worker.checkpointing; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')]; "
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -539,11 +539,11 @@ class NetnsCluster:
     def write_spec(self, path: str | os.PathLike[str], *, validate: bool = True,
                    **kwargs: Any) -> Path:
         """Write ``spec_dict(**kwargs)`` as YAML to ``path``; with ``validate``, load it with
-        ``launcher.spec.load_spec`` so a mistake fails here. Returns the path."""
+        ``launcher.spec.model.load_spec`` so a mistake fails here. Returns the path."""
         target = Path(path)
         target.write_text(yaml.safe_dump(self.spec_dict(**kwargs), sort_keys=False))
         if validate:
-            from launcher.spec import load_spec
+            from launcher.spec.loading import load_spec
 
             load_spec(target)
         return target

@@ -18,7 +18,7 @@ import paramiko
 import psutil
 import pytest
 
-from launcher.spec import load_spec
+from launcher.spec.loading import load_spec
 from tests.netns.hosts import (
     REPO_ROOT,
     TEST_NETWORK,

@@ -13,11 +13,11 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from launcher.deadline import Deadline
-from launcher.plan import HostPlan
-from launcher.ssh_config import resolve_target
-from launcher.ssh_connect import ConnectOptions, connect
-from launcher.ssh_errors import (
+from launcher.plan.planner import HostPlan
+from launcher.ssh.config import resolve_target
+from launcher.ssh.connect import ConnectOptions, connect
+from launcher.ssh.deadline import Deadline
+from launcher.ssh.errors import (
     AuthenticationError,
     HandshakeError,
     UnknownHostKeyError,

@@ -11,8 +11,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from launcher import known_hosts
-from launcher.known_hosts import HostKeyStatus, Verdict, check, decide
+from launcher.ssh import known_hosts
+from launcher.ssh.known_hosts import HostKeyStatus, Verdict, check, decide
 from tests.ssh.sshd import generate_key, openssh_fingerprint, public_blob, require_sshd
 
 NAME = "[127.0.0.1]:2222"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.plan import HostPlan, TaskPlan
-from launcher.preflight_checks import PROBE, local_dir_problem, read_probe
-from launcher.preflight_report import HostReport, HostWork, PreflightReport, compare_tensorflow
-from launcher.preflight_view import render_text
+from launcher.plan.planner import HostPlan, TaskPlan
+from launcher.preflight.checks import PROBE, local_dir_problem, read_probe
+from launcher.preflight.report import HostReport, HostWork, PreflightReport, compare_tensorflow
+from launcher.preflight.view import render_text
 from worker.tfconfig import TaskId, TFConfig
 
 

@@ -7,14 +7,14 @@ import os
 import paramiko
 import pytest
 
-from launcher.plan import HostPlan
-from launcher.ssh_config import (
+from launcher.plan.planner import HostPlan
+from launcher.ssh.config import (
     DEFAULT_GLOBAL_KNOWN_HOSTS,
     SshTarget,
     parse_jump,
     resolve_target,
 )
-from launcher.ssh_errors import SshConfigError
+from launcher.ssh.errors import SshConfigError
 
 CONFIG = """\
 Host node-a

@@ -19,8 +19,8 @@ import pytest
 
 from launcher.backends.base import AgentEvent
 from launcher.backends.ssh import SshBackend
-from launcher.plan import HostPlan, TaskPlan
-from launcher.ssh_errors import RemoteCommandError
+from launcher.plan.planner import HostPlan, TaskPlan
+from launcher.ssh.errors import RemoteCommandError
 from tests.jobs import REPO, by, fake_spec, read_events, running, write_spec
 from tests.ssh.remote import SSH_HOST, SshSetup, processes_with, ssh_spec, wait_marked_gone
 from tests.ssh.sshd import Sshd

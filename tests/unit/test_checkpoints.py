@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import pytest
 
-from launcher.checkpoints import (
+from launcher.job.checkpoints import (
     Checkpoint,
     Discovery,
     Skipped,

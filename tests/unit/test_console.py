@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from launcher.console import Console
+from launcher.output.console import Console
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from launcher.spec import ClusterSpec, load_spec
+from launcher.spec.loading import load_spec
+from launcher.spec.model import ClusterSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"

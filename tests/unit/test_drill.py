@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from launcher.drill import FAULTS, Fault, report
+from launcher.job.drill import FAULTS, Fault, report
 
 Event = dict[str, Any]
 

@@ -6,9 +6,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from launcher.failures import FailureKind
-from launcher.health import HealthIssue, HealthMonitor
-from launcher.spec import HealthSpec
+from launcher.job.failures import FailureKind
+from launcher.job.health import HealthIssue, HealthMonitor
+from launcher.spec.model import HealthSpec
 
 HUNG, STARTUP, LOST = FailureKind.HUNG, FailureKind.STARTUP_TIMEOUT, FailureKind.LOST_HOST
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from launcher.plan import LaunchPlan, PlanError, ResumePoint, plan, ports_to_allocate
-from launcher.plan_view import plan_json, plan_text
-from launcher.spec import ClusterSpec, spec_from_dict
+from launcher.plan.planner import LaunchPlan, PlanError, ResumePoint, plan, ports_to_allocate
+from launcher.plan.view import plan_json, plan_text
+from launcher.spec.loading import spec_from_dict
+from launcher.spec.model import ClusterSpec
 from worker import env
 from worker.protocol import Launch, decode_command
 from worker.task_context import context

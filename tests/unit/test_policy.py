@@ -7,16 +7,16 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from launcher.failures import (
+from launcher.job.failures import (
     FailureKind,
     TaskFailure,
     format_report,
     is_port_conflict,
     root_cause,
 )
-from launcher.outcome import AttemptResult, AttemptStatus
-from launcher.policy import MAX_PORT_RETRIES, Action, decide, restarts_used
-from launcher.spec import RestartSpec
+from launcher.job.outcome import AttemptResult, AttemptStatus
+from launcher.job.policy import MAX_PORT_RETRIES, Action, decide, restarts_used
+from launcher.spec.model import RestartSpec
 
 
 def failure(task: str = "worker:0", died_at: float = 100.0, kind: FailureKind = FailureKind.EXITED,

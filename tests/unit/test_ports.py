@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.ports import (
+from launcher.plan.ports import (
     PortAllocator,
     PortExhaustedError,
     candidate_range,

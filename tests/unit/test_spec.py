@@ -11,14 +11,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from launcher.spec import (
-    ClusterSpec,
-    SpecError,
-    SpecProblem,
-    TaskSlot,
-    load_spec,
-    spec_from_dict,
-)
+from launcher.spec.errors import SpecError, SpecProblem
+from launcher.spec.loading import load_spec, spec_from_dict
+from launcher.spec.model import ClusterSpec, TaskSlot
 from worker.tfconfig import TaskId
 
 DESIGN_EXAMPLE = """\

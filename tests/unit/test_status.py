@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console as RichConsole
 
-from launcher.status import StatusBoard
+from launcher.output.status import StatusBoard
 
 Event = dict[str, Any]
 TASKS = ["chief:0", "worker:0", "worker:1"]

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from launcher.failures import FailureKind, TaskFailure
-from launcher.outcome import AttemptResult, AttemptStatus
-from launcher.summary import job_summary, recovery
+from launcher.job.failures import FailureKind, TaskFailure
+from launcher.job.outcome import AttemptResult, AttemptStatus
+from launcher.output.summary import job_summary, recovery
 
 
 def failure(task: str, died_at: float, attempt: int, kind: FailureKind = FailureKind.EXITED,

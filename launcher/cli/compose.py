@@ -1,0 +1,106 @@
+"""The composition root of ``tfcluster run`` / ``local`` / ``drill``: the one place where the
+pieces are chosen and wired together (planner, pre-flight, backends, checkpoint access, console,
+live status, coordinator, signal handlers). Everything below it is handed what it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from launcher.backends.local import LocalBackend
+from launcher.backends.router import HostRouter
+from launcher.cli.verbs import planner_for
+from launcher.job.coordinator import Coordinator, FSForHost, local_fs_only
+from launcher.job.state import JobState
+from launcher.output.console import Console
+from launcher.output.rundir import RunDir, default_run_dir
+from launcher.output.status import PlainStatus, StatusBoard
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from launcher.backends.base import Backend
+    from launcher.job.checkpoints import CheckpointFS
+    from launcher.job.hooks import AttemptHooks
+    from launcher.plan.planner import HostPlan, Planner
+    from launcher.spec.model import ClusterSpec
+    from launcher.ssh.connector import SshConnector
+
+_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    exit_code: int
+    run_dir: Path
+    #: False when pre-flight stopped the job before anything was started.
+    started: bool
+
+
+def _connector(args: argparse.Namespace) -> SshConnector:
+    from launcher.ssh.connector import SshConnector  # paramiko: only for specs with remote hosts
+
+    return SshConnector(accept_new_host_keys=args.accept_new_host_keys,
+                        connect_timeout_s=args.connect_timeout)
+
+
+def _hosts_ready(planner: Planner, connector: SshConnector, args: argparse.Namespace) -> bool:
+    from launcher.preflight.entry import PreflightOptions, preflight
+    from launcher.preflight.view import report_before_run
+
+    options = PreflightOptions(connect_timeout_s=args.connect_timeout,
+                               accept_new_host_keys=args.accept_new_host_keys)
+    report = preflight(planner.preview(), options, connector)
+    return report_before_run(report, planner.spec.name, sys.stderr)
+
+
+def _remote_backend(connector: SshConnector) -> tuple[Backend, FSForHost]:
+    from launcher.backends.ssh import SshBackend
+    from launcher.ssh.sftp import remote_checkpoint_fs
+
+    def checkpoint_fs(host: HostPlan) -> AbstractContextManager[CheckpointFS | None]:
+        return local_fs_only(host) if host.local else remote_checkpoint_fs(connector, host)
+
+    return SshBackend(connector), checkpoint_fs
+
+
+def run_job(spec: ClusterSpec, args: argparse.Namespace,
+            faults: AttemptHooks | None = None) -> RunOutcome:
+    """Run ``spec`` to the end as the command line asked; the exit code is the job's."""
+    run_dir = RunDir(Path(args.run_dir or default_run_dir(spec.name)).absolute())
+    planner = planner_for(spec, str(run_dir.path))
+    remote: Backend | None = None
+    checkpoint_fs: FSForHost = local_fs_only
+    if any(not host.local for host in planner.preview().hosts):
+        connector = _connector(args)
+        if not _hosts_ready(planner, connector, args):
+            return RunOutcome(1, run_dir.path, started=False)
+        remote, checkpoint_fs = _remote_backend(connector)
+    console = Console(show_task_output=not args.quiet)
+    board = StatusBoard()
+    live = console.interactive and not args.quiet
+    listener = board.apply if live else PlainStatus(console, board)
+    coordinator = Coordinator(planner, run_dir,
+                              HostRouter(local=LocalBackend(python=sys.executable), remote=remote),
+                              console, hooks=faults, listeners=[listener],
+                              checkpoint_fs=checkpoint_fs)
+    previous = {sig: signal.signal(sig, coordinator.interrupt) for sig in _HANDLED_SIGNALS}
+    try:
+        with console.live(board.table) if live else contextlib.nullcontext():
+            result = coordinator.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    attempts = len(result.attempts)
+    if result.state is JobState.SUCCEEDED:
+        console.say(f"job {spec.name} succeeded ({attempts} attempt(s)); run dir {run_dir.path}")
+    else:
+        console.error(f"job {spec.name} failed: {result.reason}; exit code {result.exit_code}; "
+                      f"run dir {run_dir.path}")
+    return RunOutcome(result.exit_code, run_dir.path, started=True)

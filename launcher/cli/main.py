@@ -1,0 +1,26 @@
+"""``tfcluster``'s entry point: parse, run the verb, and turn any tfcluster error into its one-line
+message and exit code (the only place errors are caught for the user: none shows a traceback)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from launcher.cli.parser import build_parser
+from launcher.errors import TfclusterError, UsageError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from launcher.cli.verbs import COMMANDS
+
+    try:
+        return COMMANDS[args.verb](args)
+    except TfclusterError as exc:
+        # bad input names its source itself (``spec.yaml: tasks[1].port: ...``)
+        print(exc if isinstance(exc, UsageError) else f"tfcluster: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,408 @@
+"""One attempt of a job: start every host's agent, react to what they report, notice failures and
+unhealthy tasks, and tear the whole attempt down (verified) when one task fails.
+
+Everything arrives on one inbox (agent reader threads, agent starts, signal handlers), and this
+class alone decides, in the order things happened. It sleeps on that inbox until the next health
+deadline, so a failure is handled the moment its message arrives, with no polling. What it learned
+comes back as an :class:`~launcher.job.outcome.AttemptResult`; the job's state machine belongs to
+the coordinator, which this class only tells when the attempt changes phase.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from launcher.backends.base import AgentClosed
+from launcher.job.agents import AgentDown, AgentSet, AgentUp
+from launcher.job.failures import FailureKind, TaskFailure, classify_exit, format_report
+from launcher.job.health import HealthIssue, HealthMonitor
+from launcher.job.hooks import AttemptHooks
+from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
+from launcher.job.outcome import AttemptResult, AttemptStatus
+from launcher.job.state import JobState
+from launcher.job.tasks import TaskState, TaskTable
+from launcher.output.console import Console
+from launcher.output.rundir import RunDir
+from launcher.output.task_logs import TaskLogs
+from launcher.plan.planner import LaunchPlan
+from launcher.spec.model import HealthSpec
+from worker.protocol import (
+    AgentError,
+    DumpStacks,
+    Exited,
+    Output,
+    Progress,
+    SignalTasks,
+    Started,
+    TaskReport,
+    Terminate,
+)
+
+Emit = Callable[..., None]
+
+#: task_progress events are written at most this often per task (every step still counts).
+PROGRESS_EVENT_INTERVAL_S = 1.0
+#: Extra time, beyond the grace period, that agents get to report their tasks gone.
+TEARDOWN_MARGIN_S = 10.0
+#: Longest wait, at teardown, for agent starts still under way (SSH connects are bounded).
+START_WAIT_S = 120.0
+#: How long the tasks' stack dumps get to reach the logs before a hung attempt is killed.
+STACK_DUMP_WAIT_S = 1.0
+#: How long each agent gets to exit after its input closed, before it is killed.
+AGENT_EXIT_WAIT_S = 2.0
+#: Longest sleep of the loop when nothing is due (it wakes at once for any message).
+IDLE_WAKE_S = 1.0
+
+
+class AttemptRunner:
+    def __init__(self, launch_plan: LaunchPlan, *, agents: AgentSet, inbox: Inbox,
+                 run_dir: RunDir, console: Console, emit: Emit,
+                 phase: Callable[[JobState], None], health: HealthSpec,
+                 hooks: AttemptHooks | None = None, clock: Clock) -> None:
+        self.plan = launch_plan
+        self.agents = agents
+        self.inbox = inbox
+        self.run_dir = run_dir
+        self.console = console
+        self._emit = emit
+        self._phase = phase
+        self.hooks = hooks
+        self.clock = clock
+        self.tasks = TaskTable(launch_plan.tasks)
+        self.logs = TaskLogs(run_dir, launch_plan.attempt)
+        self.failures: list[TaskFailure] = []
+        self.bad_checkpoints: set[str] = set()
+        self.stopping_since: float | None = None
+        self.terminate_at: float | None = None  # graceful stop: TERM only after this
+        self.interrupt: Interrupt | None = None
+        self.started_at = clock()
+        self.first_progress_at: float | None = None
+        self.health = HealthMonitor(health, self.started_at)
+        self.next_ping = self.started_at
+
+    @property
+    def attempt(self) -> int:
+        return self.plan.attempt
+
+    def emit(self, event: str, **fields: Any) -> None:
+        fields.setdefault("attempt", self.plan.attempt)
+        self._emit(event, **fields)
+
+    def warn(self, text: str) -> None:
+        self.console.warn(text)
+
+    # --- the attempt -------------------------------------------------------------------------
+
+    def run(self) -> AttemptResult:
+        self._phase(JobState.STARTING)
+        resume = self.plan.resume
+        self.emit("attempt_started", resume_step=None if resume is None else resume.step,
+                  resume_checkpoint=None if resume is None else resume.checkpoint,
+                  ports=self._ports())
+        try:
+            self.agents.start_all(self.plan,
+                                  lambda host: self.run_dir.agent_log(self.plan.attempt, host))
+            self._loop(lambda: self.stopping_since is None and not self.tasks.all_succeeded,
+                       watch_health=True)
+            self._shutdown()
+        finally:
+            self.agents.close_all(self.plan.grace_period_s)  # no-op after a clean shutdown
+            self.logs.close()
+        return self._result()
+
+    def _ports(self) -> dict[str, int]:
+        return {str(t.task): t.port for t in self.plan.tasks if t.port is not None}
+
+    def _result(self) -> AttemptResult:
+        if self.interrupt is not None:
+            status = AttemptStatus.INTERRUPTED
+        elif self.failures or not self.tasks.all_succeeded:
+            status = AttemptStatus.FAILED
+        else:
+            status = AttemptStatus.SUCCEEDED
+        return AttemptResult(
+            attempt=self.plan.attempt, status=status, started_at=self.started_at,
+            ended_at=self.clock(), failures=tuple(self.failures), ports=self._ports(),
+            resume_step=None if self.plan.resume is None else self.plan.resume.step,
+            max_step=self.tasks.max_step(), first_progress_at=self.first_progress_at,
+            interrupt_signal=None if self.interrupt is None else self.interrupt.name,
+            bad_checkpoints=frozenset(self.bad_checkpoints))
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def _loop(self, keep_going: Callable[[], bool], deadline: float | None = None,
+              watch_health: bool = False) -> None:
+        while keep_going():
+            now = self.clock()
+            wake = [IDLE_WAKE_S if deadline is None else deadline - now]
+            if watch_health and (due := self.health.next_deadline()) is not None:
+                wake.append(due - now)
+            if self.terminate_at is not None:
+                wake.append(self.terminate_at - now)
+            if now >= self.next_ping:
+                self.next_ping = now + self.plan.heartbeat_interval_s
+                self.agents.ping()
+            wake.append(self.next_ping - now)
+            if deadline is not None and wake[0] <= 0:
+                return
+            with contextlib.suppress(queue.Empty):
+                self._dispatch(self.inbox.get(timeout=max(0.0, min(wake))))
+            if watch_health and self.stopping_since is None:
+                self._check_health()
+
+    def _dispatch(self, item: InboxItem) -> None:
+        if isinstance(item, Interrupt):
+            self._on_interrupt(item)
+        elif isinstance(item, AgentClosed):
+            self._on_agent_closed(item)
+        elif isinstance(item, AgentUp):
+            self._on_agent_up(item)
+        elif isinstance(item, AgentDown):
+            self._on_agent_down(item)
+        else:
+            self.health.host_seen(item.host, item.received_at)
+            self._on_message(item.host, item.message, item.received_at)
+
+    def _on_message(self, host: str, message: object, received_at: float) -> None:
+        if isinstance(message, Output):
+            self.logs.write(message.task, message.line)
+            self.console.task_line(message.task, message.line)
+        elif isinstance(message, Progress):
+            self._on_progress(message, received_at)
+        elif isinstance(message, Started):
+            self._on_started(host, message, received_at)
+        elif isinstance(message, Exited):
+            self._on_exited(host, message, received_at)
+        elif isinstance(message, TaskReport):
+            self._on_report(message)
+        elif isinstance(message, AgentError):
+            self.console.error(f"agent on {host}: {message.message}")
+
+    def _on_interrupt(self, item: Interrupt) -> None:
+        if self.interrupt is None:
+            self.interrupt = item
+            self.console.warn(f"got {item.name}: stopping every task "
+                              f"(grace {self.plan.grace_period_s:g}s; again to kill now)")
+            self._stop(f"tfcluster got {item.name}")
+        else:
+            self.console.warn(f"got {item.name} again: killing every task now")
+            self.agents.terminate_all(0.0)
+
+    # --- agents ------------------------------------------------------------------------------
+
+    def _on_agent_up(self, item: AgentUp) -> None:
+        self.agents.up(item)
+        self.health.host_seen(item.host, self.clock())
+        if self.stopping_since is not None and self.terminate_at is None:
+            item.handle.send(Terminate(grace_period_s=self._grace_s))  # started too late
+
+    def _on_agent_down(self, item: AgentDown) -> None:
+        self.agents.down(item)
+        for runtime in self.tasks.on(item.host):
+            if runtime.state.active:
+                runtime.to(TaskState.FAILED)
+            self._record_failure(TaskFailure(
+                task=runtime.name, host=item.host, attempt=self.plan.attempt,
+                kind=FailureKind.LOST_HOST, died_at=item.at, observed_at=item.at,
+                message=item.error))
+        self._stop(f"could not start the agent on {item.host}")
+
+    def _on_agent_closed(self, item: AgentClosed) -> None:
+        self.agents.closed(item.host)
+        self.health.host_gone(item.host)
+        if self.stopping_since is None:
+            self._lose_host(item.host, item.at, f"lost contact with its agent: {item.reason}")
+
+    def _lose_host(self, host: str, since: float, why: str) -> None:
+        self.health.host_gone(host)
+        lost = self.tasks.active_on(host)
+        for runtime in lost:
+            runtime.to(TaskState.FAILED)
+            self._record_failure(TaskFailure(
+                task=runtime.name, host=host, attempt=self.plan.attempt,
+                kind=FailureKind.LOST_HOST, died_at=since, observed_at=self.clock(),
+                message=why))
+        if lost:
+            self._stop(f"lost host {host}")
+
+    # --- tasks -------------------------------------------------------------------------------
+
+    def _on_started(self, host: str, message: Started, received_at: float) -> None:
+        runtime = self.tasks[message.task]
+        if runtime.state is TaskState.PENDING:
+            runtime.to(TaskState.RUNNING)
+        runtime.pid = message.pid
+        self.health.task_started(message.task, host, received_at)
+        self.emit("task_started", task=message.task, host=host, pid=message.pid,
+                  log=str(self.logs.path(message.task)))
+        if self.stopping_since is None and self.tasks.none_pending:
+            self._phase(JobState.RUNNING)
+
+    def _on_progress(self, message: Progress, received_at: float) -> None:
+        runtime = self.tasks[message.task]
+        first = runtime.first_step is None
+        if first:
+            runtime.first_step = message.step
+            if self.first_progress_at is None:
+                self.first_progress_at = received_at
+        runtime.step = message.step
+        self.health.progress(message.task, message.step, received_at)
+        if first or received_at - runtime.last_progress_event >= PROGRESS_EVENT_INTERVAL_S:
+            runtime.last_progress_event = received_at
+            self.emit("task_progress", task=message.task, step=message.step,
+                      metrics=message.metrics, first=first)
+        if first:
+            self._check_start_steps(received_at)
+        if self.hooks is not None and self.stopping_since is None:
+            self.hooks.on_progress(self, message.task, message.step)
+
+    def signal_task(self, task: str, sig: signal.Signals) -> str | None:
+        host = self.tasks[task].plan.host
+        return host if self.agents.send(host, SignalTasks(signal=sig.name, task=task)) else None
+
+    def _check_start_steps(self, now: float) -> None:
+        """MWMS tasks run in lock-step: if they begin at different steps, they restored different
+        checkpoints, and the collectives will fail ("Collective instance ... expected ...")."""
+        firsts = self.tasks.start_steps()
+        if firsts is None:
+            return
+        listing = ", ".join(f"{task} at step {step}" for task, step in sorted(firsts.items()))
+        self._record_failure(TaskFailure(
+            task=min(firsts, key=lambda t: firsts[t]), host="-", attempt=self.plan.attempt,
+            kind=FailureKind.STEP_MISMATCH, died_at=now, observed_at=now,
+            message=f"the tasks started from different steps ({listing}): each must restore the "
+                    "same checkpoint (TFCLUSTER_RESUME_CHECKPOINT, or a checkpoint directory "
+                    "every task can read)"))
+        self._stop("tasks started from different steps")
+
+    def _on_report(self, message: TaskReport) -> None:
+        if message.kind == "restore_failed":
+            checkpoint = str(message.data.get("checkpoint", ""))
+            self.tasks[message.task].restore_failed = checkpoint
+            self.bad_checkpoints.add(checkpoint)
+            self.console.warn(f"{message.task} could not restore {checkpoint}: "
+                              f"{message.data.get('error', '')}")
+        elif message.kind == "preempted":
+            self.emit("task_preempted", task=message.task, step=message.data.get("step"))
+        elif message.kind != "ready":
+            self.console.say(f"{message.task} reported {message.kind}: {message.data}")
+
+    def _on_exited(self, host: str, message: Exited, received_at: float) -> None:
+        runtime = self.tasks[message.task]
+        active = runtime.state.active  # not yet written off (hung, or its host was lost)
+        self.health.task_done(message.task)
+        if message.exit_code == 0:
+            self.emit("task_exited", task=message.task, host=host, exit_code=0)
+            if active:
+                runtime.to(TaskState.SUCCEEDED)
+            return
+        if self.stopping_since is not None and message.ts >= self.stopping_since:
+            self.emit("task_exited", task=message.task, host=host,
+                      exit_code=message.exit_code, signal=message.signal, stopped=True)
+            if active:
+                runtime.to(TaskState.STOPPED)
+            return
+        if not active:
+            return
+        runtime.to(TaskState.FAILED)
+        kind, note = classify_exit(message, restore_failed=runtime.restore_failed,
+                                   reported_steps=runtime.step is not None)
+        self._record_failure(TaskFailure(
+            task=message.task, host=host, attempt=self.plan.attempt, kind=kind,
+            died_at=message.ts, observed_at=received_at, exit_code=message.exit_code,
+            signal=message.signal, traceback=message.traceback,
+            stderr_tail=tuple(message.stderr_tail), message=note))
+        self._stop(f"{message.task} failed", graceful=kind is FailureKind.PREEMPTED)
+
+    # --- health ------------------------------------------------------------------------------
+
+    def _check_health(self) -> None:
+        issues = self.health.check(self.clock())
+        if not issues:
+            return
+        for issue in issues:
+            if issue.kind is FailureKind.LOST_HOST:
+                self._lose_host(issue.host, issue.since, issue.message)
+            else:
+                self._record_hang(issue)
+        if self.stopping_since is None:
+            self._dump_stacks()
+            self._stop("unhealthy: " + "; ".join(i.message for i in issues))
+
+    def _record_hang(self, issue: HealthIssue) -> None:
+        if issue.task is None:
+            return
+        runtime = self.tasks[issue.task]
+        if runtime.state.active:
+            runtime.to(TaskState.FAILED)
+        self.health.task_done(issue.task)
+        self._record_failure(TaskFailure(
+            task=issue.task, host=issue.host, attempt=self.plan.attempt, kind=issue.kind,
+            died_at=issue.since, observed_at=self.clock(), message=issue.message))
+
+    def _dump_stacks(self) -> None:
+        """Ask every task for its Python stacks (into its log) before the attempt is killed."""
+        self.console.warn("asking every task for its Python stacks (see the task logs)")
+        self.agents.send_all(DumpStacks())
+        self._loop(lambda: True, deadline=self.clock() + STACK_DUMP_WAIT_S)
+
+    def _record_failure(self, failure: TaskFailure) -> None:
+        self.failures.append(failure)
+        self.emit("task_failed", **failure.to_dict())
+
+    # --- stop --------------------------------------------------------------------------------
+
+    def _stop(self, reason: str, graceful: bool = False) -> None:
+        """Begin tearing down every task of every host at the same moment. ``graceful`` (a
+        preemption) first gives the other tasks the grace period to save and exit themselves."""
+        if self.stopping_since is not None:
+            return
+        self.stopping_since = self.clock()
+        self._phase(JobState.STOPPING)
+        self.emit("job_stopping", reason=reason)
+        if graceful:
+            self.terminate_at = self.stopping_since + self.plan.grace_period_s
+        else:
+            self._terminate_all()
+
+    @property
+    def _grace_s(self) -> float:
+        """TERM -> KILL: the full grace when tasks may still save (interrupt, preemption), the
+        short failure grace for the survivors of a crash."""
+        if self.interrupt is not None or self.terminate_at is not None \
+                or self.plan.failure_grace_period_s is None:
+            return self.plan.grace_period_s
+        return self.plan.failure_grace_period_s
+
+    def _terminate_all(self) -> None:
+        grace = self._grace_s
+        self.terminate_at = None
+        self.agents.terminate_all(grace)
+
+    def _shutdown(self) -> None:
+        """Let the tasks go (EOF to every agent), collect what they still report, and verify that
+        nothing of the attempt is left."""
+        if self.terminate_at is not None:  # graceful: wait for the others to exit on their own
+            self._loop(lambda: self.tasks.any_active, deadline=self.terminate_at)
+            self._terminate_all()
+        # every start still under way must end first: no agent may be left without its EOF
+        self._loop(lambda: self.agents.starting, deadline=self.clock() + START_WAIT_S)
+        if self.stopping_since is not None:  # commands (a second Ctrl-C) still reach the agents
+            self._loop(lambda: self.tasks.any_active and self.agents.any_open,
+                       deadline=self.clock() + self.plan.grace_period_s + TEARDOWN_MARGIN_S)
+        self.agents.close_inputs()
+        self._loop(lambda: self.agents.any_open, deadline=self.clock() + TEARDOWN_MARGIN_S)
+        for host, pids in self.agents.close_all(AGENT_EXIT_WAIT_S).items():
+            self.console.warn(f"{host}: killed {len(pids)} process(es) left behind "
+                              f"by the attempt: {pids}")
+        while True:  # the agents' last words (e.g. AgentClosed) after close()
+            try:
+                self._dispatch(self.inbox.get_nowait())
+            except queue.Empty:
+                break
+        if self.failures:
+            self.console.error(format_report(self.failures, self.plan.job))

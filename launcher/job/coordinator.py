@@ -1,0 +1,276 @@
+"""The job loop: plan an attempt, run it, find the checkpoint to resume from, let the policy decide,
+and carry the decision out (restart with backoff, succeed, or fail with the root cause).
+
+One thread runs the loop; agent reader threads and signal handlers only put items on one inbox
+(:class:`~launcher.job.attempt.AttemptRunner` reads it), so every decision is made in one place.
+The coordinator alone owns the job's :class:`~launcher.job.state.JobStateMachine`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import queue
+import signal
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.backends.base import Backend
+from launcher.job.agents import AgentSet
+from launcher.job.attempt import AttemptRunner
+from launcher.job.checkpoints import (
+    CheckpointFS,
+    LocalFS,
+    latest_checkpoint,
+    remove_worker_temp_dirs,
+)
+from launcher.job.failures import TaskFailure, exit_code_for_signal
+from launcher.job.hooks import AttemptHooks
+from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
+from launcher.job.outcome import AttemptResult, AttemptStatus
+from launcher.job.policy import Action, Decision, decide
+from launcher.job.state import JobState, JobStateMachine
+from launcher.output.console import Console
+from launcher.output.events import EventLog, Listener
+from launcher.output.rundir import RunDir
+from launcher.output.summary import job_summary
+from launcher.plan.planner import HostPlan, LaunchPlan, Planner, ResumePoint
+from launcher.plan.ports import PortAllocator, port_is_free
+from worker.tfconfig import TaskId
+
+#: How long a restart waits for the previous attempt's ports to be released.
+PORT_FREE_WAIT_S = 5.0
+
+#: Opens file access to the host the chief runs on, for the time of a ``with`` (None: that host's
+#: files cannot be read).
+FSForHost = Callable[[HostPlan], AbstractContextManager[CheckpointFS | None]]
+
+
+def local_fs_only(host: HostPlan) -> AbstractContextManager[CheckpointFS | None]:
+    return contextlib.nullcontext(LocalFS() if host.local else None)
+
+
+@dataclass
+class JobResult:
+    job: str
+    state: JobState
+    exit_code: int
+    reason: str
+    attempts: list[AttemptResult] = field(default_factory=list)
+
+    @property
+    def root_cause(self) -> TaskFailure | None:
+        for attempt in reversed(self.attempts):
+            if attempt.root_cause is not None:
+                return attempt.root_cause
+        return None
+
+
+def _simple_queue() -> Inbox:
+    inbox: queue.SimpleQueue[InboxItem] = queue.SimpleQueue()
+    return inbox
+
+
+class Coordinator:
+    def __init__(self, planner: Planner, run_dir: RunDir, backend: Backend, console: Console,
+                 *, ports: PortAllocator | None = None, checkpoint_fs: FSForHost = local_fs_only,
+                 hooks: AttemptHooks | None = None, listeners: Sequence[Listener] = (),
+                 clock: Clock = time.time,
+                 new_inbox: Callable[[], Inbox] | None = None) -> None:
+        self.planner = planner
+        self.spec = planner.spec
+        self.run_dir = run_dir
+        self.backend = backend
+        self.console = console
+        self.ports = ports or PortAllocator()
+        self.checkpoint_fs = checkpoint_fs
+        self.hooks = hooks
+        self.listeners = list(listeners)
+        self.clock = clock
+        self._new_inbox: Callable[[], Inbox] = new_inbox or _simple_queue
+        self.queue: Inbox = self._new_inbox()
+        self.machine = JobStateMachine()
+        self.events: EventLog | None = None
+        self.bad_checkpoints: set[str] = set()
+        self._port_tasks = planner.ports_to_allocate
+
+    # --- entry points ------------------------------------------------------------------------
+
+    def interrupt(self, signum: int, _frame: Any = None) -> None:
+        """Signal handler: stop every task and fail the job (SimpleQueue.put is reentrant)."""
+        self.queue.put(Interrupt(signum))
+
+    def run(self) -> JobResult:
+        self.run_dir.create()
+        self.events = EventLog(self.run_dir.events)
+        for listener in self.listeners:
+            self.events.subscribe(listener)
+        started = self.clock()
+        try:
+            result = self._run_job()
+        finally:
+            self.ports.close()
+        self.run_dir.write_summary(job_summary(
+            job=result.job, status=result.state.value, exit_code=result.exit_code,
+            reason=result.reason, attempts=result.attempts, run_dir=str(self.run_dir.path),
+            started=started))
+        self.events.close()
+        return result
+
+    # --- the job -----------------------------------------------------------------------------
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        if self.events is not None:
+            self.events.emit(event, **fields)
+
+    def _fresh_queue(self) -> None:
+        """A new inbox per attempt, so nothing late from the last attempt's agents can reach the
+        next one; a pending Ctrl-C / SIGTERM is carried over."""
+        old, self.queue = self.queue, self._new_inbox()
+        while True:
+            try:
+                item = old.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, Interrupt):
+                self.queue.put(item)
+
+    def _allocate(self, avoid: frozenset[int] = frozenset()) -> dict[TaskId, int]:
+        numbers = self.ports.allocate(len(self._port_tasks), avoid=avoid)
+        return dict(zip(self._port_tasks, numbers, strict=True))
+
+    def _phase(self, state: JobState) -> None:
+        """An attempt entered a new phase (starting, running, stopping)."""
+        if self.machine.state is not state:
+            self.machine.to(state)
+
+    def _run_job(self) -> JobResult:
+        spec = self.spec
+        ports = self._allocate()
+        self._emit("job_started", job=spec.name, run_dir=str(self.run_dir.path),
+                   tasks=[str(s.task) for s in spec.task_slots()],
+                   hosts=sorted({s.host for s in spec.task_slots()}))
+        history: list[AttemptResult] = []
+        resume: ResumePoint | None = None
+        attempt = 0
+        while True:
+            launch_plan = self.planner.plan(attempt, ports, resume)
+            self._fresh_queue()
+            result = AttemptRunner(
+                launch_plan, agents=AgentSet(self.backend, self.queue.put, self.clock),
+                inbox=self.queue, run_dir=self.run_dir, console=self.console, emit=self._emit,
+                phase=self._phase, health=spec.health, hooks=self.hooks, clock=self.clock).run()
+            self.bad_checkpoints |= result.bad_checkpoints
+            if result.status is AttemptStatus.FAILED:
+                result, resume = self._after_failure(launch_plan, result, resume)
+            history.append(result)
+            decision = decide(history, spec.restart, ports_allocated=bool(self._port_tasks))
+            if decision.action is Action.SUCCEED:
+                self.machine.to(JobState.SUCCEEDED)
+                self._emit("job_succeeded", job=spec.name, attempts=len(history))
+                return JobResult(spec.name, JobState.SUCCEEDED, 0, decision.reason, history)
+            if decision.action is Action.FAIL:
+                return self._fail(history, decision)
+            self.machine.to(JobState.RESTARTING)
+            self._emit("job_restarting", attempt=attempt + 1, reason=decision.reason,
+                       backoff_s=decision.backoff_s, counts_against_budget=decision.counts,
+                       resume_step=None if resume is None else resume.step,
+                       resume_checkpoint=None if resume is None else resume.checkpoint)
+            self.console.warn(f"restarting the job ({decision.reason}) in "
+                              f"{decision.backoff_s:.1f}s from "
+                              f"{'step ' + str(resume.step) if resume else 'the beginning'}")
+            if decision.fresh_ports or not self._ports_free(ports):
+                old = self.ports.held
+                self.ports.release(old)
+                ports = self._allocate(avoid=old)
+            interrupt = self._wait(decision.backoff_s)
+            if interrupt is not None:
+                return self._fail(history, Decision(Action.FAIL,
+                                                    f"tfcluster was stopped by {interrupt.name}"),
+                                  exit_code=exit_code_for_signal(interrupt.signum))
+            attempt += 1
+
+    def _ports_free(self, ports: dict[TaskId, int], wait_s: float = PORT_FREE_WAIT_S) -> bool:
+        """Whether the previous attempt's local ports can be bound again (every process that
+        held them is gone); waits briefly for the kernel to release them."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            busy = [port for port in ports.values() if not port_is_free(port)]
+            if not busy:
+                return True
+            if time.monotonic() >= deadline:
+                self.console.warn(f"ports {busy} are still in use after the attempt; "
+                                  "the next attempt gets fresh ports")
+                return False
+            time.sleep(0.05)
+
+    def _after_failure(self, launch_plan: LaunchPlan, result: AttemptResult,
+                       previous: ResumePoint | None) -> tuple[AttemptResult, ResumePoint | None]:
+        """Find the checkpoint the next attempt resumes from; clear non-chief leftovers."""
+        directory = launch_plan.checkpoint_dir
+        if directory is None:
+            return result, previous
+        chief = launch_plan.chief_host
+        with self.checkpoint_fs(chief) as fs:
+            return self._find_resume(launch_plan, result, previous, directory=directory,
+                                     chief=chief, fs=fs)
+
+    def _find_resume(self, launch_plan: LaunchPlan, result: AttemptResult,
+                     previous: ResumePoint | None, *, directory: str, chief: HostPlan,
+                     fs: CheckpointFS | None) -> tuple[AttemptResult, ResumePoint | None]:
+        if fs is None:
+            self.console.warn(f"cannot read the chief's checkpoints on {chief.name}; "
+                              "the next attempt starts without a resume checkpoint")
+            return result, previous
+        removed = remove_worker_temp_dirs(directory, fs)
+        if removed:
+            self.console.say(f"removed {len(removed)} non-chief checkpoint copies")
+        found = latest_checkpoint(directory, fs, bad=self.bad_checkpoints)
+        for skipped in found.skipped:
+            self.console.warn(f"skipping checkpoint {skipped.prefix}: {skipped.reason}")
+        checkpoint = found.checkpoint
+        resume = None
+        if checkpoint is not None:
+            resume = ResumePoint(checkpoint.prefix, checkpoint.step)
+            self._emit("checkpoint_found", attempt=launch_plan.attempt, step=checkpoint.step,
+                       checkpoint=checkpoint.prefix,
+                       skipped=[{"checkpoint": s.prefix, "reason": s.reason}
+                                for s in found.skipped])
+        before = -1 if previous is None or previous.step is None else previous.step
+        after = -1 if checkpoint is None or checkpoint.step is None else checkpoint.step
+        result = dataclasses.replace(
+            result, checkpoint_step=None if checkpoint is None else checkpoint.step,
+            made_progress=after > before)
+        return result, resume
+
+    def _fail(self, history: list[AttemptResult], decision: Decision,
+              exit_code: int | None = None) -> JobResult:
+        self.machine.to(JobState.FAILED)
+        last = history[-1]
+        cause = last.root_cause
+        if exit_code is None:
+            if last.interrupt_signal is not None:
+                exit_code = exit_code_for_signal(int(signal.Signals[last.interrupt_signal]))
+            else:
+                exit_code = cause.job_exit_code if cause else 1
+        self._emit("job_failed", job=self.spec.name, reason=decision.reason,
+                   exit_code=exit_code, attempts=len(history),
+                   root_cause=None if cause is None else cause.to_dict())
+        return JobResult(self.spec.name, JobState.FAILED, exit_code, decision.reason, history)
+
+    def _wait(self, seconds: float) -> Interrupt | None:
+        """Sleep out a backoff, but wake at once for Ctrl-C / SIGTERM."""
+        deadline = self.clock() + seconds
+        while True:
+            left = deadline - self.clock()
+            if left <= 0:
+                return None
+            try:
+                item = self.queue.get(timeout=left)
+            except queue.Empty:
+                return None
+            if isinstance(item, Interrupt):
+                return item

@@ -1,0 +1,113 @@
+"""Fault-injection drills: hurt one task on purpose, then measure how the job recovers.
+
+``tfcluster drill SPEC --task worker:1 --at-step 100 --fault kill`` runs the job like ``run`` and,
+the first time that task reports the step, sends it the fault's signal (``kill``: SIGKILL, a crash;
+``term``: SIGTERM, a preemption notice; ``stop``: SIGSTOP, a hang). The report is computed from
+``events.jsonl`` alone: detection latency, recovery time, steps lost, restarts, outcome.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.job.hooks import TaskControl
+
+FAULTS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "stop": signal.SIGSTOP}
+
+
+@dataclass(frozen=True)
+class Fault:
+    task: str
+    at_step: int
+    signal: signal.Signals
+    attempt: int = 0
+
+    def due(self, attempt: int, task: str, step: int) -> bool:
+        return attempt == self.attempt and task == self.task and step >= self.at_step
+
+
+class FaultInjector:
+    """The attempt hook that injects one fault, once, when it is due."""
+
+    def __init__(self, fault: Fault) -> None:
+        self.fault = fault
+        self.injected = False
+
+    def on_progress(self, control: TaskControl, task: str, step: int) -> None:
+        fault = self.fault
+        if self.injected or not fault.due(control.attempt, task, step):
+            return
+        host = control.signal_task(fault.task, fault.signal)
+        if host is None:  # its agent is not up yet: try again at the next step
+            return
+        self.injected = True
+        control.emit("fault_injected", task=fault.task, host=host, signal=fault.signal.name,
+                     step=step)
+        control.warn(f"drill: sent {fault.signal.name} to {fault.task} at step {step}")
+
+
+@dataclass(frozen=True)
+class DrillReport:
+    injected: dict[str, Any] | None
+    detected: dict[str, Any] | None
+    resumed: dict[str, Any] | None
+    restarts: int
+    outcome: str
+
+    @property
+    def detection_s(self) -> float | None:
+        if self.injected is None or self.detected is None:
+            return None
+        return float(self.detected["observed_at"]) - float(self.injected["ts"])
+
+    @property
+    def recovery_s(self) -> float | None:
+        if self.injected is None or self.resumed is None:
+            return None
+        return float(self.resumed["ts"]) - float(self.injected["ts"])
+
+    @property
+    def steps_lost(self) -> int | None:
+        if self.injected is None or self.resumed is None:
+            return None
+        return max(0, int(self.injected["step"]) - (int(self.resumed["step"]) - 1))
+
+    def lines(self) -> list[str]:
+        def fmt(seconds: float | None) -> str:
+            return "-" if seconds is None else f"{seconds * 1000:.1f} ms" if seconds < 1 \
+                else f"{seconds:.2f} s"
+
+        if self.injected is None:
+            return ["drill: the fault was never injected (the task did not reach the step)"]
+        fault = f"{self.injected['signal']} to {self.injected['task']} at step " \
+                f"{self.injected['step']}"
+        resume = "-" if self.resumed is None else f"step {self.resumed['step']}"
+        return [
+            f"drill report: {fault}",
+            f"  detected as     {self.detected['kind'] if self.detected else '-'}"
+            f" ({self.detected['task'] if self.detected else '-'})",
+            f"  detection       {fmt(self.detection_s)}",
+            f"  resumed at      {resume}",
+            f"  steps lost      {'-' if self.steps_lost is None else self.steps_lost}",
+            f"  recovery        {fmt(self.recovery_s)} (fault to first step after restart)",
+            f"  restarts        {self.restarts}",
+            f"  outcome         {self.outcome}",
+        ]
+
+
+def report(events: Sequence[dict[str, Any]]) -> DrillReport:
+    injected = next((e for e in events if e["event"] == "fault_injected"), None)
+    detected = None
+    resumed = None
+    if injected is not None:
+        detected = next((e for e in events if e["event"] == "task_failed"
+                         and e["ts"] >= injected["ts"]), None)
+        resumed = next((e for e in events if e["event"] == "task_progress" and e.get("first")
+                        and e["attempt"] > injected["attempt"]), None)
+    restarts = sum(1 for e in events if e["event"] == "job_restarting")
+    final = next((e["event"] for e in reversed(events)
+                  if e["event"] in ("job_succeeded", "job_failed")), "unfinished")
+    return DrillReport(injected, detected, resumed, restarts, final.removeprefix("job_"))

@@ -1,0 +1,146 @@
+"""Failures are data: what failed, where, when, how, and the evidence (traceback, stderr tail).
+
+The earliest failure of an attempt is its root cause and is always reported first, in the spirit of
+torchelastic's ``ChildFailedError`` ("Root Cause (first observed failure)").
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from worker.env import PREEMPTION_EXIT_CODE
+from worker.protocol import Exited
+
+
+class FailureKind(str, Enum):
+    EXITED = "exited"              # non-zero exit code
+    SIGNALLED = "signalled"        # killed by a signal it did not get from tfcluster
+    SPAWN_FAILED = "spawn_failed"  # could not be started at all
+    PORT_CONFLICT = "port_conflict"  # TF could not bind its gRPC port at start-up
+    LOST_HOST = "lost_host"        # its agent / connection went away
+    HUNG = "hung"                  # no progress for health.hang_timeout_s
+    STARTUP_TIMEOUT = "startup_timeout"  # no first step within health.startup_timeout_s
+    PREEMPTED = "preempted"        # saved a checkpoint and exited with the preemption code
+    RESTORE_FAILED = "restore_failed"  # could not restore the checkpoint it was given
+    STEP_MISMATCH = "step_mismatch"  # the tasks of one attempt started from different steps
+
+
+#: TensorFlow start-up lines (glog INFO/WARNING, absl's preamble, the CPU build's CUDA probe).
+_NOISE = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|All log messages before absl::InitializeLog|"
+                    r"failed call to cuInit|^To enable the following instructions")
+
+#: What TensorFlow prints when its gRPC server cannot bind the task's port.
+GRPC_BIND_FAILURE = "Could not start gRPC server"
+
+
+def exit_code_for_signal(number: int) -> int:
+    """The shell's convention, which ``tfcluster`` follows: death by signal N exits 128 + N."""
+    return 128 + number
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    task: str
+    host: str
+    attempt: int
+    kind: FailureKind
+    #: When the task died, as its agent saw it (epoch seconds).
+    died_at: float
+    #: When the coordinator learned of it (epoch seconds).
+    observed_at: float
+    exit_code: int | None = None
+    signal: str | None = None
+    traceback: str | None = None
+    stderr_tail: tuple[str, ...] = field(default_factory=tuple)
+    message: str | None = None
+
+    @property
+    def detection_latency_s(self) -> float:
+        return max(0.0, self.observed_at - self.died_at)
+
+    @property
+    def job_exit_code(self) -> int:
+        """What ``tfcluster run`` exits with when this is the root cause."""
+        if self.exit_code:
+            return self.exit_code
+        if self.signal:
+            try:
+                return exit_code_for_signal(int(signal.Signals[self.signal]))
+            except KeyError:
+                number = self.signal.removeprefix("SIG")
+                return exit_code_for_signal(int(number)) if number.isdigit() else 1
+        return 1
+
+    def headline(self) -> str:
+        where = f"{self.task} on {self.host} (attempt {self.attempt})"
+        if self.kind is FailureKind.PREEMPTED:
+            return f"{where} was preempted: it saved a checkpoint and exited {self.exit_code}"
+        if self.kind is FailureKind.PORT_CONFLICT:
+            return f"{where} could not bind its gRPC port (port taken by another process)"
+        if self.message and self.exit_code is None and self.signal is None:
+            return f"{where}: {self.message}"
+        how = f"was killed by {self.signal}" if self.signal else f"exited with code {self.exit_code}"
+        if self.message:
+            how += f": {self.message}"
+        return f"{where} {how}"
+
+    def evidence(self, lines: int = 15) -> list[str]:
+        """The traceback if the script died of an exception, else the last lines of stderr
+        (without TensorFlow's start-up chatter, which never explains a failure)."""
+        if self.traceback:
+            return self.traceback.rstrip("\n").splitlines()[-lines * 2:]
+        return [line for line in self.stderr_tail if not _NOISE.search(line)][-lines:]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["kind"] = self.kind.value
+        data["stderr_tail"] = list(self.stderr_tail)
+        data["detection_latency_ms"] = round(self.detection_latency_s * 1000, 3)
+        return data
+
+
+def root_cause(failures: Sequence[TaskFailure]) -> TaskFailure | None:
+    """The first failure by the time the task died (ties: first observed)."""
+    if not failures:
+        return None
+    return min(failures, key=lambda f: (f.died_at, f.observed_at))
+
+
+def is_port_conflict(stderr_tail: Sequence[str], traceback: str | None) -> bool:
+    return any(GRPC_BIND_FAILURE in line for line in stderr_tail) or bool(
+        traceback and GRPC_BIND_FAILURE in traceback)
+
+
+def classify_exit(message: Exited, *, restore_failed: str | None, reported_steps: bool
+                  ) -> tuple[FailureKind, str | None]:
+    """What a task's unexpected exit was, and a note for the report."""
+    if message.error:
+        return FailureKind.SPAWN_FAILED, message.error
+    if restore_failed:
+        return FailureKind.RESTORE_FAILED, f"could not restore {restore_failed}"
+    if message.exit_code == PREEMPTION_EXIT_CODE:
+        return FailureKind.PREEMPTED, None
+    if not reported_steps and is_port_conflict(message.stderr_tail, message.traceback):
+        return FailureKind.PORT_CONFLICT, None
+    return (FailureKind.SIGNALLED if message.signal else FailureKind.EXITED), None
+
+
+def format_report(failures: Sequence[TaskFailure], job: str) -> str:
+    """Human report of an attempt's failures, root cause first."""
+    cause = root_cause(failures)
+    if cause is None:
+        return f"job {job} failed"
+    stamp = time.strftime("%H:%M:%S", time.localtime(cause.died_at))
+    out = [f"Root cause (first observed failure) at {stamp}: {cause.headline()}"]
+    out += [f"  | {line}" for line in cause.evidence()]
+    others = [f for f in failures if f is not cause]
+    if others:
+        out.append("Other failures (after the root cause):")
+        out += [f"  - {f.headline()}" for f in sorted(others, key=lambda f: f.died_at)]
+    return "\n".join(out)

@@ -1,0 +1,76 @@
+"""What one attempt of a job came to, as the policy and the summary see it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from launcher.job.failures import FailureKind, TaskFailure, root_cause
+
+
+class AttemptStatus(str, Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # tfcluster itself got SIGINT / SIGTERM
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    attempt: int
+    status: AttemptStatus
+    started_at: float
+    ended_at: float
+    failures: tuple[TaskFailure, ...] = ()
+    ports: dict[str, int] = field(default_factory=dict)
+    resume_step: int | None = None
+    max_step: int | None = None
+    first_progress_at: float | None = None
+    interrupt_signal: str | None = None
+    #: Step of the latest complete chief checkpoint after this attempt (None: none / unknown).
+    checkpoint_step: int | None = None
+    #: Whether the attempt moved the latest checkpoint forward (None: the job has no checkpoints).
+    made_progress: bool | None = None
+    #: Checkpoints a task of this attempt could not restore (never handed out again).
+    bad_checkpoints: frozenset[str] = frozenset()
+
+    @property
+    def cause_kind(self) -> FailureKind | None:
+        cause = self.root_cause
+        return None if cause is None else cause.kind
+
+    @property
+    def root_cause(self) -> TaskFailure | None:
+        return root_cause(self.failures)
+
+    @property
+    def port_conflict(self) -> bool:
+        return self.cause_kind is FailureKind.PORT_CONFLICT
+
+    @property
+    def preempted(self) -> bool:
+        return self.cause_kind is FailureKind.PREEMPTED
+
+    @property
+    def charged(self) -> bool:
+        """Whether this attempt uses up one of ``restart.max_restarts``."""
+        return self.status is AttemptStatus.FAILED and not (self.port_conflict or self.preempted)
+
+    def to_dict(self) -> dict[str, Any]:
+        cause = self.root_cause
+        return {
+            "attempt": self.attempt,
+            "status": self.status.value,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "duration_s": round(self.ended_at - self.started_at, 3),
+            "resume_step": self.resume_step,
+            "max_step": self.max_step,
+            "first_progress_at": self.first_progress_at,
+            "checkpoint_step": self.checkpoint_step,
+            "made_progress": self.made_progress,
+            "root_cause": None if cause is None else cause.to_dict(),
+            "failures": [f.to_dict() for f in sorted(self.failures, key=lambda f: f.died_at)],
+            "ports": self.ports,
+            "interrupt_signal": self.interrupt_signal,
+        }

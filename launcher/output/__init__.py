@@ -1,0 +1,2 @@
+"""What the job leaves behind and shows: console, live status, events, summary, run
+directory, task logs."""

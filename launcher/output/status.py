@@ -1,0 +1,126 @@
+"""Live status of the job, built from the event stream alone.
+
+On a terminal a rich table redraws in place under the task output: per task its host, state,
+step, steps/s and restarts. Elsewhere (CI logs, files) the same facts come as plain lines: one per
+state change, and a progress line every ``PLAIN_PROGRESS_INTERVAL_S``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.output.console import Console
+from worker.tfconfig import TASK_TYPES, TaskId, TFConfigError, task_order
+
+PLAIN_PROGRESS_INTERVAL_S = 10.0
+_RATE_WINDOW_S = 5.0
+
+
+@dataclass
+class TaskRow:
+    task: str
+    host: str = "-"
+    state: str = "pending"
+    step: int | None = None
+    restarts: int = 0
+    samples: list[tuple[float, int]] = field(default_factory=list)
+
+    def record(self, ts: float, step: int) -> None:
+        self.step = step
+        self.samples.append((ts, step))
+        while len(self.samples) > 2 and ts - self.samples[0][0] > _RATE_WINDOW_S:
+            self.samples.pop(0)
+
+    @property
+    def rate(self) -> float | None:
+        if len(self.samples) < 2:
+            return None
+        (t0, s0), (t1, s1) = self.samples[0], self.samples[-1]
+        return (s1 - s0) / (t1 - t0) if t1 > t0 else None
+
+
+class StatusBoard:
+    """Folds events into one row per task."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, TaskRow] = {}
+        self.attempt = 0
+        self.job_state = "starting"
+
+    def row(self, task: str) -> TaskRow:
+        if task not in self.rows:
+            self.rows[task] = TaskRow(task)
+        return self.rows[task]
+
+    def apply(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        task = event.get("task")
+        if kind == "job_started":
+            for name in event.get("tasks", []):
+                self.row(name)
+        elif kind == "attempt_started":
+            self.attempt = int(event["attempt"])
+            self.job_state = "running"
+            for row in self.rows.values():
+                row.state, row.restarts, row.samples = "starting", self.attempt, []
+        elif kind == "task_started" and task:
+            self.row(task).host = str(event.get("host", "-"))
+            self.row(task).state = "running"
+        elif kind == "task_progress" and task:
+            self.row(task).record(float(event["ts"]), int(event["step"]))
+        elif kind == "task_exited" and task:
+            self.row(task).state = "stopped" if event.get("stopped") else "done"
+        elif kind == "task_failed" and task in self.rows:
+            self.row(task).state = f"failed ({event.get('kind')})"
+        elif kind in ("job_stopping", "job_restarting", "job_succeeded", "job_failed"):
+            self.job_state = kind.removeprefix("job_")
+
+    def ordered(self) -> list[TaskRow]:
+        """Chief, workers by index (worker:2 before worker:10), evaluator."""
+        def key(row: TaskRow) -> tuple[int, int]:
+            try:
+                return task_order(TaskId.parse(row.task))
+            except TFConfigError:
+                return len(TASK_TYPES), 0
+
+        return sorted(self.rows.values(), key=key)
+
+    def table(self) -> Any:
+        from rich.table import Table
+
+        table = Table(title=f"attempt {self.attempt} — {self.job_state}", title_justify="left",
+                      expand=False)
+        for column in ("task", "host", "state", "step", "steps/s", "restarts"):
+            table.add_column(column, justify="right" if column in ("step", "steps/s",
+                                                                    "restarts") else "left")
+        for row in self.ordered():
+            rate = row.rate
+            table.add_row(row.task, row.host, row.state, "-" if row.step is None else str(row.step),
+                          "-" if rate is None else f"{rate:.1f}", str(row.restarts))
+        return table
+
+    def progress_line(self) -> str:
+        parts = []
+        for row in self.ordered():
+            rate = row.rate
+            parts.append(f"{row.task} {row.state} step {'-' if row.step is None else row.step}"
+                         + ("" if rate is None else f" ({rate:.1f}/s)"))
+        return f"attempt {self.attempt}: " + ", ".join(parts)
+
+
+class PlainStatus:
+    """Status as log lines for a non-terminal: progress at most every few seconds."""
+
+    def __init__(self, console: Console, board: StatusBoard) -> None:
+        self.console = console
+        self.board = board
+        self.last = time.monotonic()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.board.apply(event)
+        now = time.monotonic()
+        if event["event"] == "task_progress" and now - self.last >= PLAIN_PROGRESS_INTERVAL_S:
+            self.last = now
+            self.console.say(self.board.progress_line())

@@ -1,0 +1,139 @@
+"""Choosing free TCP ports for simulated-cluster tasks without racing other jobs.
+
+Three layers keep two clusters started at the same moment from colliding:
+
+1. ports are picked *outside* the kernel's ephemeral range (``ip_local_port_range``), so an outgoing
+   connection of any program on the host is never given one of them;
+2. every chosen port is claimed with an exclusive ``flock`` on a per-port lock file that the
+   coordinator holds for the life of the job, so a concurrent tfcluster skips it;
+3. the port is test-bound the way gRPC binds it (all interfaces, ``SO_REUSEADDR``) before it is
+   handed out.
+
+A non-tfcluster program can still take a port between the check and TensorFlow's bind; the
+coordinator recognises TensorFlow's ``Could not start gRPC server`` at start-up and retries on fresh
+ports (see ``launcher.job.policy``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import random
+import socket
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from launcher.errors import TfclusterError
+
+_EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+_DEFAULT_EPHEMERAL = (32768, 60999)
+_LOWEST = 20000
+
+
+class PortExhaustedError(TfclusterError):
+    def __init__(self, wanted: int, low: int, high: int) -> None:
+        super().__init__(f"could not find {wanted} free port(s) in {low}-{high}: fewer tasks, "
+                         "or give the tasks explicit ports in a spec")
+
+
+def ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path(_EPHEMERAL_RANGE_FILE).read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return _DEFAULT_EPHEMERAL
+
+
+def candidate_range() -> tuple[int, int]:
+    """The widest range of ports that the kernel never hands out as ephemeral ports."""
+    low, high = ephemeral_range()
+    below = (_LOWEST, low - 1)
+    above = (high + 1, 65535)
+    return below if below[1] - below[0] >= above[1] - above[0] else above
+
+
+def port_is_free(port: int) -> bool:
+    """True when a server could bind ``port`` on every interface right now (IPv4 and IPv6)."""
+    families = [socket.AF_INET] + ([socket.AF_INET6] if socket.has_ipv6 else [])
+    for family in families:
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue  # family not available on this host
+        with sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", port))
+            except OSError:
+                return False
+    return True
+
+
+class PortAllocator:
+    """Hands out ports and holds their locks until :meth:`release` / :meth:`close`."""
+
+    def __init__(self, lock_dir: str | None = None, port_range: tuple[int, int] | None = None):
+        self.lock_dir = Path(lock_dir or os.path.join(tempfile.gettempdir(),
+                                                      f"tfcluster-ports-{os.getuid()}"))
+        self.low, self.high = port_range or candidate_range()
+        self._held: dict[int, int] = {}  # port -> fd of its lock file
+
+    def allocate(self, count: int, avoid: Iterable[int] = ()) -> list[int]:
+        """``count`` distinct free ports, none of them in ``avoid``; raises PortExhaustedError."""
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        avoided = set(avoid) | set(self._held)
+        span = self.high - self.low + 1
+        start = random.randrange(span)
+        chosen: list[int] = []
+        for offset in range(span):
+            if len(chosen) == count:
+                break
+            port = self.low + (start + offset) % span
+            if port in avoided:
+                continue
+            fd = self._lock(port)
+            if fd is None:
+                continue
+            if port_is_free(port):
+                self._held[port] = fd
+                chosen.append(port)
+            else:
+                os.close(fd)
+        if len(chosen) < count:
+            self.release(chosen)
+            raise PortExhaustedError(count, self.low, self.high)
+        return chosen
+
+    def _lock(self, port: int) -> int | None:
+        fd = os.open(self.lock_dir / f"{port}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def release(self, ports: Iterable[int]) -> None:
+        for port in ports:
+            fd = self._held.pop(port, None)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def close(self) -> None:
+        """Release every port; safe to call more than once."""
+        self.release(list(self._held))
+
+    def __enter__(self) -> PortAllocator:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def held(self) -> frozenset[int]:
+        return frozenset(self._held)

@@ -1,0 +1,1 @@
+"""Before a run: check every host at once and report per host."""

@@ -1,0 +1,68 @@
+"""What preflight found: one :class:`HostReport` per host, the :class:`PreflightReport` of them all,
+and the one rule across hosts (the same TensorFlow everywhere it is installed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from launcher.plan.planner import HostPlan
+
+
+@dataclass
+class HostReport:
+    """What preflight found on one host. Cells are short, for the table; ``details`` carry the
+    full explanations printed under it."""
+
+    host: str
+    target: str  # "local" or user@address:port
+    connect: str = "-"
+    python: str = "-"
+    worker: str = "-"
+    tensorflow: str = "-"
+    ports: str = "-"
+    checkpoint: str = "-"
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    tensorflow_version: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def fail(self, summary: str, detail: str = "") -> None:
+        self.problems.append(summary)
+        if detail and detail != summary:
+            self.details.append(detail)
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    hosts: tuple[HostReport, ...]
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return all(h.ok for h in self.hosts)
+
+
+@dataclass(frozen=True)
+class HostWork:
+    """One host's checks: its plan, the ports to probe, the checkpoint dir if it is the chief's."""
+
+    host: HostPlan
+    ports: tuple[int, ...]
+    checkpoint_dir: str | None
+
+
+def compare_tensorflow(reports: list[HostReport]) -> None:
+    versions = {r.host: r.tensorflow_version for r in reports if r.tensorflow_version}
+    if len(set(versions.values())) <= 1:
+        return
+    for report in reports:
+        mine = versions.get(report.host)
+        if mine is None:
+            continue
+        others = sorted({f"{v} on {h}" for h, v in versions.items() if v != mine})
+        report.tensorflow = f"{mine} (DIFFERS)"
+        report.fail(f"tensorflow {mine} here but {', '.join(others)}")

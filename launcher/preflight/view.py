@@ -1,0 +1,96 @@
+"""Preflight as a user sees it: one table, a rich one on a terminal, aligned plain text otherwise.
+
+One row per host (every check's cell and its result), then, under the table, the full explanation
+and what to do for each host that has a problem. :func:`check_before_run` is the gate ``tfcluster
+run`` passes through before it starts a job that has remote hosts.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TextIO
+
+from launcher.preflight.report import HostReport, PreflightReport
+
+HEADERS = ("HOST", "SSH TARGET", "CONNECT", "PYTHON", "WORKER", "TENSORFLOW", "PORTS",
+           "CHECKPOINT", "RESULT")
+
+
+def result_cell(report: HostReport) -> str:
+    if report.problems:
+        return "FAIL: " + "; ".join(report.problems)
+    if report.warnings:
+        return "ok (warning: " + "; ".join(report.warnings) + ")"
+    return "ok"
+
+
+def rows(report: PreflightReport) -> list[tuple[str, ...]]:
+    return [(h.host, h.target, h.connect, h.python, h.worker, h.tensorflow, h.ports,
+             h.checkpoint, result_cell(h)) for h in report.hosts]
+
+
+def summary_line(report: PreflightReport) -> str:
+    failed = [h.host for h in report.hosts if not h.ok]
+    took = f"in {report.duration_s:.1f}s"
+    if failed:
+        return (f"preflight: {len(failed)} of {len(report.hosts)} host(s) not ready "
+                f"({', '.join(failed)}) {took}")
+    return f"preflight: all {len(report.hosts)} host(s) ready {took}"
+
+
+def detail_lines(report: PreflightReport) -> list[str]:
+    return [f"{h.host}: {detail}" for h in report.hosts for detail in h.details]
+
+
+def render_text(report: PreflightReport) -> str:
+    table = [HEADERS, *rows(report)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(HEADERS) - 1)]
+    lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)),
+                        row[-1]]).rstrip() for row in table]
+    details = detail_lines(report)
+    return "\n".join([*lines, *(["", *details] if details else []), summary_line(report)])
+
+
+def _wants_rich(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    return bool(os.environ.get("FORCE_COLOR")) or stream.isatty()
+
+
+def print_report(report: PreflightReport, stream: TextIO) -> None:
+    """Print the report to ``stream``: rich when it is a terminal, plain text otherwise."""
+    if not _wants_rich(stream):
+        stream.write(render_text(report) + "\n")
+        stream.flush()
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(header_style="bold")
+    for header in HEADERS:
+        table.add_column(header, overflow="fold")
+    for host, row in zip(report.hosts, rows(report), strict=True):
+        style = "red" if not host.ok else ("yellow" if host.warnings else "green")
+        table.add_row(*(Text(cell) for cell in row[:-1]), Text(row[-1], style=style))
+    console = Console(file=stream, highlight=False)
+    console.print(table)
+    for line in detail_lines(report):
+        console.print(Text(line))
+    console.print(Text(summary_line(report), style="bold" if report.ok else "bold red"))
+
+
+def report_before_run(report: PreflightReport, job: str, stream: TextIO) -> bool:
+    """What ``tfcluster run`` shows of its pre-flight: one summary line (and any warnings) when
+    every host is ready, the whole table otherwise. True to go on."""
+    if report.ok:
+        stream.write(f"tfcluster: {summary_line(report)}\n")
+        for host in report.hosts:
+            for warning in host.warnings:
+                stream.write(f"tfcluster: {host.host}: warning: {warning}\n")
+        stream.flush()
+        return True
+    print_report(report, stream)
+    stream.write(f"tfcluster: job {job} not started: not every host is ready (above)\n")
+    stream.flush()
+    return False

@@ -1,0 +1,1 @@
+"""The cluster spec: pydantic model, cross-field rules, YAML loading, error translation."""

@@ -1,0 +1,305 @@
+"""The cluster spec as pydantic models: ``ClusterSpec`` and its sections, valid once constructed.
+
+Every way a spec can be wrong ends in one ``SpecError`` that lists *all* its problems at once, each
+with a field path (``tasks[2].port``, ``hosts.node-a.port``, ``name``) and a message written for a
+person; no traceback ever reaches the user for a bad spec. Relative paths (``workdir``,
+``checkpoint.dir``) and ``~`` are kept as written: resolving them is the planner's job.
+
+YAML details: mapping keys are always taken as written (``ON:`` is the string ``"ON"``, not
+``True``), duplicate keys are an error, and unquoted scalars under ``env`` and in
+``entrypoint.args`` / ``entrypoint.command`` keep their exact text (``1.10`` stays ``"1.10"``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+import shlex
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from launcher.spec.errors import FieldProblems
+from launcher.spec.rules import SINGLETON_LIMITS, TaskSlot, cluster_problems, expand, is_local
+from worker.env import TF_CONFIG
+from worker.tfconfig import checkpoint_writer
+
+#: Env var names tfcluster sets itself, so a spec may not set them.
+RESERVED_ENV_PREFIX = "TFCLUSTER_"
+
+_MAX_PORT = 65535
+_JOB_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+# --- field types ---------------------------------------------------------------------------------
+
+
+def _check_host_name(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        labels = value.split(".")
+        if len(value) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+            raise ValueError(
+                f"not a valid host name or IP address (got {value!r}): use letters, digits and "
+                "'-' in dot-separated labels of at most 63 characters"
+            ) from None
+    return value
+
+
+def _check_env_name(value: str) -> str:
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError(
+            "not a valid environment variable name (letters, digits and '_', not starting with a "
+            "digit)"
+        )
+    if value == TF_CONFIG or value.startswith(RESERVED_ENV_PREFIX):
+        raise ValueError(f"{value} is set by tfcluster itself and cannot be set in env")
+    return value
+
+
+def empty_if_null(value: object) -> object:
+    return {} if value is None else value
+
+
+def _scalar_to_str(value: object) -> object:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+HostName = Annotated[str, AfterValidator(_check_host_name)]
+Port = Annotated[int, Field(strict=True, ge=1, le=_MAX_PORT)]
+EnvName = Annotated[str, AfterValidator(_check_env_name)]
+EnvValue = Annotated[str, BeforeValidator(_scalar_to_str)]
+Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- models --------------------------------------------------------------------------------------
+
+
+class EntrypointSpec(BaseModel):
+    """What each task runs: exactly one of ``python -m module``, ``python script`` or a command."""
+
+    model_config = _FROZEN
+
+    module: NonEmptyStr | None = None
+    script: NonEmptyStr | None = None
+    #: argv of a program; a string is split with ``shlex.split`` and never given to a shell.
+    command: list[str] | None = None
+    args: list[str] = []
+
+    @field_validator("module")
+    @classmethod
+    def _module_name(cls, value: str | None) -> str | None:
+        if value is not None and not _MODULE_NAME.fullmatch(value):
+            raise ValueError(f"not a Python module name (got {value!r})")
+        return value
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split_command(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                value = shlex.split(value)
+            except ValueError as exc:
+                raise ValueError(f"cannot split into arguments: {exc}") from None
+        if isinstance(value, list) and not value:
+            raise ValueError("must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> EntrypointSpec:
+        given = [k for k in ("module", "script", "command") if getattr(self, k) is not None]
+        if len(given) != 1:
+            got = " and ".join(given) if given else "none"
+            raise ValueError(f"give exactly one of module, script, command (got {got})")
+        return self
+
+
+class HostSpec(BaseModel):
+    """How to reach a remote host over SSH. ``~`` in file paths is kept as written."""
+
+    model_config = _FROZEN
+
+    #: Address to connect to; None means the host's own name (its key under ``hosts``).
+    address: HostName | None = None
+    user: NonEmptyStr | None = None
+    port: Port = 22
+    identity_file: NonEmptyStr | None = None
+    known_hosts: NonEmptyStr | None = None
+
+
+#: ``node-a:`` with no value under ``hosts`` means a host with every default.
+HostEntry = Annotated[HostSpec, BeforeValidator(empty_if_null)]
+
+
+class TaskGroupSpec(BaseModel):
+    """``count`` tasks of one type on one host; with a port they use ``port``, ``port+1``, ..."""
+
+    model_config = _FROZEN
+
+    type: Literal["chief", "worker", "evaluator"]
+    host: HostName = "localhost"
+    #: None: allocated at run time, which only local hosts allow.
+    port: Port | None = None
+    count: Annotated[int, Field(strict=True, ge=1)] = 1
+
+    @model_validator(mode="after")
+    def _group_rules(self) -> TaskGroupSpec:
+        if self.type in SINGLETON_LIMITS and self.count > 1:
+            message = f"{SINGLETON_LIMITS[self.type]}, got count {self.count}"
+            raise FieldProblems([("count", message)])
+        if self.port is not None and self.port + self.count - 1 > _MAX_PORT:
+            last = self.port + self.count - 1
+            raise FieldProblems(
+                [("count", f"ports {self.port}..{last} go past {_MAX_PORT}: lower port or count")]
+            )
+        return self
+
+
+class CheckpointSpec(BaseModel):
+    """Where the chief writes its checkpoints (kept as written; may be relative)."""
+
+    model_config = _FROZEN
+
+    dir: NonEmptyStr
+
+
+class RestartSpec(BaseModel):
+    """How often the whole job is restarted after a task fails, and how long to wait between."""
+
+    model_config = _FROZEN
+
+    max_restarts: Annotated[int, Field(strict=True, ge=0)] = 3
+    backoff_s: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 1.0
+    backoff_max_s: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 30.0
+    #: Give up early when this many consecutive failed attempts made no checkpoint progress
+    #: (a crash loop); null turns the check off.
+    crash_loop_attempts: Annotated[int, Field(strict=True, ge=1)] | None = 3
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> RestartSpec:
+        if self.backoff_max_s < self.backoff_s:
+            raise FieldProblems([("backoff_max_s", f"must be at least backoff_s ({self.backoff_s})")])
+        return self
+
+
+class HealthSpec(BaseModel):
+    """Deadlines after which a task counts as failed to start, hung, or slow to stop."""
+
+    model_config = _FROZEN
+
+    #: A task that reports no training step this long after it started is stuck at start-up;
+    #: null turns the check off (for scripts that never call ``worker.report``).
+    startup_timeout_s: Seconds | None = 300.0
+    #: A task that reported steps but no new one for this long is hung; null turns it off.
+    hang_timeout_s: Seconds | None = 120.0
+    #: TERM -> KILL delay when tfcluster stops tasks that may still save (Ctrl-C, preemption).
+    grace_period_s: Seconds = 10.0
+    #: TERM -> KILL delay for the survivors of a failed task: under MWMS they are stuck in a
+    #: collective with a dead peer, cannot save anything, and often ignore TERM.
+    failure_grace_period_s: Seconds = 2.0
+    heartbeat_interval_s: Seconds = 1.0
+    #: An agent that sends nothing (not even a heartbeat) this long is a lost host.
+    heartbeat_timeout_s: Seconds = 15.0
+
+    @model_validator(mode="after")
+    def _heartbeat_order(self) -> HealthSpec:
+        if self.heartbeat_timeout_s <= self.heartbeat_interval_s:
+            raise FieldProblems([("heartbeat_timeout_s",
+                              f"must be longer than heartbeat_interval_s "
+                              f"({self.heartbeat_interval_s})")])
+        return self
+
+
+class ClusterSpec(BaseModel):
+    """A whole job: what to run, where, and how to keep it healthy. Valid once constructed."""
+
+    model_config = _FROZEN
+
+    name: str
+    entrypoint: EntrypointSpec
+    #: Interpreter on each host; None: the coordinator's own on local hosts.
+    python: NonEmptyStr | None = None
+    workdir: NonEmptyStr = "."
+    env: dict[EnvName, EnvValue] = {}
+    checkpoint: CheckpointSpec | None = None
+    hosts: dict[HostName, HostEntry] = {}
+    tasks: Annotated[list[TaskGroupSpec], Field(min_length=1)]
+    restart: RestartSpec = RestartSpec()
+    health: HealthSpec = HealthSpec()
+
+    @field_validator("name")
+    @classmethod
+    def _job_name(cls, value: str) -> str:
+        if not _JOB_NAME.fullmatch(value):
+            raise ValueError(
+                "must be 1-63 lowercase letters, digits, '-' or '_', starting with a letter or "
+                f"digit (got {value!r})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _cluster_rules(self) -> ClusterSpec:
+        problems = sorted(cluster_problems(list(enumerate(self.tasks)), self.hosts, complete=True),
+                          key=lambda p: path_order(p.path))
+        if problems:
+            raise FieldProblems([(p.path, p.message) for p in problems])
+        chief = self._chief_host()
+        if (self.checkpoint is not None and chief is not None and not self.is_local(chief)
+                and not posixpath.isabs(self.checkpoint.dir)):
+            raise FieldProblems([("checkpoint.dir", f"must be an absolute path: the chief runs on "
+                              f"the remote host {chief!r}, where a relative path (or ~) would "
+                              "not mean the same to every task and to tfcluster")])
+        return self
+
+    def _chief_host(self) -> str | None:
+        """Host of the task that writes checkpoints (:func:`worker.tfconfig.checkpoint_writer`)."""
+        slots = self.task_slots()
+        writer = checkpoint_writer(s.task for s in slots)
+        return next((s.host for s in slots if s.task == writer), None)
+
+    def is_local(self, host: str) -> bool:
+        """True if ``host`` is this machine: a local name not declared under ``hosts``."""
+        return is_local(host, self.hosts)
+
+    def address_of(self, host: str) -> str:
+        """The address to reach ``host`` at: its ``hosts`` entry's address, else the name itself."""
+        declared = self.hosts.get(host)
+        return declared.address if declared and declared.address else host
+
+    def task_slots(self) -> list[TaskSlot]:
+        """Every task, counts expanded, numbered per type in order of appearance."""
+        return [slot for _, slot in expand(list(enumerate(self.tasks)))]
+
+
+def path_order(path: str) -> tuple[int, int]:
+    """Sort key putting problems in the order of ``ClusterSpec``'s fields, tasks by position."""
+    fields = list(ClusterSpec.model_fields)
+    top = re.match(r"[^.\[]*", path)
+    first = top.group(0) if top else ""
+    position = re.match(r"tasks\[(\d+)\]", path)
+    return (
+        fields.index(first) if first in fields else len(fields),
+        int(position.group(1)) if position else -1,
+    )
+
+
