@@ -8,6 +8,7 @@ caller of every other method.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,12 +37,21 @@ class AgentDown:
     at: float
 
 
+#: Runs an agent start (``name``, ``work``) concurrently with the attempt's loop.
+Spawn = Callable[[str, Callable[[], None]], None]
+
+
+def in_thread(name: str, work: Callable[[], None]) -> None:
+    threading.Thread(target=work, name=name, daemon=True).start()
+
+
 class AgentSet:
     def __init__(self, backend: Backend, put: Callable[[AgentEvent | AgentUp | AgentDown], None],
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], spawn: Spawn = in_thread) -> None:
         self._backend = backend
         self._put = put
         self._clock = clock
+        self._spawn = spawn
         self.handles: dict[str, AgentHandle] = {}
         self._open: set[str] = set()  # started, output not yet ended
         self._starting: set[str] = set()  # start under way
@@ -71,8 +81,8 @@ class AgentSet:
 
         for host in plan.hosts:
             self._starting.add(host.name)
-            threading.Thread(target=start, args=(host,), name=f"start-{host.name}",
-                             daemon=True).start()
+        for host in plan.hosts:
+            self._spawn(f"start-{host.name}", functools.partial(start, host))
 
     def up(self, item: AgentUp) -> None:
         self._starting.discard(item.host)

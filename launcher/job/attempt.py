@@ -14,10 +14,18 @@ import contextlib
 import queue
 import signal
 from collections.abc import Callable
-from typing import Any
 
 from launcher.backends.base import AgentClosed
 from launcher.job.agents import AgentDown, AgentSet, AgentUp
+from launcher.job.events import (
+    AttemptStarted,
+    JobStopping,
+    TaskExited,
+    TaskFailed,
+    TaskPreempted,
+    TaskProgress,
+    TaskStarted,
+)
 from launcher.job.failures import FailureKind, TaskFailure, classify_exit, format_report
 from launcher.job.health import HealthIssue, HealthMonitor
 from launcher.job.hooks import AttemptHooks
@@ -26,6 +34,7 @@ from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.state import JobState
 from launcher.job.tasks import TaskState, TaskTable
 from launcher.output.console import Console
+from launcher.output.events import Event
 from launcher.output.rundir import RunDir
 from launcher.output.task_logs import TaskLogs
 from launcher.plan.planner import LaunchPlan
@@ -42,7 +51,7 @@ from worker.protocol import (
     Terminate,
 )
 
-Emit = Callable[..., None]
+Emit = Callable[[Event], None]
 
 #: task_progress events are written at most this often per task (every step still counts).
 PROGRESS_EVENT_INTERVAL_S = 1.0
@@ -88,9 +97,8 @@ class AttemptRunner:
     def attempt(self) -> int:
         return self.plan.attempt
 
-    def emit(self, event: str, **fields: Any) -> None:
-        fields.setdefault("attempt", self.plan.attempt)
-        self._emit(event, **fields)
+    def emit(self, event: Event) -> None:
+        self._emit(event)
 
     def warn(self, text: str) -> None:
         self.console.warn(text)
@@ -100,9 +108,9 @@ class AttemptRunner:
     def run(self) -> AttemptResult:
         self._phase(JobState.STARTING)
         resume = self.plan.resume
-        self.emit("attempt_started", resume_step=None if resume is None else resume.step,
-                  resume_checkpoint=None if resume is None else resume.checkpoint,
-                  ports=self._ports())
+        self.emit(AttemptStarted(self.attempt, resume_step=None if resume is None else resume.step,
+                                 resume_checkpoint=None if resume is None else resume.checkpoint,
+                                 ports=self._ports()))
         try:
             self.agents.start_all(self.plan,
                                   lambda host: self.run_dir.agent_log(self.plan.attempt, host))
@@ -237,8 +245,8 @@ class AttemptRunner:
             runtime.to(TaskState.RUNNING)
         runtime.pid = message.pid
         self.health.task_started(message.task, host, received_at)
-        self.emit("task_started", task=message.task, host=host, pid=message.pid,
-                  log=str(self.logs.path(message.task)))
+        self.emit(TaskStarted(self.attempt, task=message.task, host=host, pid=message.pid,
+                              log=str(self.logs.path(message.task))))
         if self.stopping_since is None and self.tasks.none_pending:
             self._phase(JobState.RUNNING)
 
@@ -253,8 +261,8 @@ class AttemptRunner:
         self.health.progress(message.task, message.step, received_at)
         if first or received_at - runtime.last_progress_event >= PROGRESS_EVENT_INTERVAL_S:
             runtime.last_progress_event = received_at
-            self.emit("task_progress", task=message.task, step=message.step,
-                      metrics=message.metrics, first=first)
+            self.emit(TaskProgress(self.attempt, task=message.task, step=message.step,
+                                   metrics=message.metrics, first=first))
         if first:
             self._check_start_steps(received_at)
         if self.hooks is not None and self.stopping_since is None:
@@ -287,7 +295,8 @@ class AttemptRunner:
             self.console.warn(f"{message.task} could not restore {checkpoint}: "
                               f"{message.data.get('error', '')}")
         elif message.kind == "preempted":
-            self.emit("task_preempted", task=message.task, step=message.data.get("step"))
+            self.emit(TaskPreempted(self.attempt, task=message.task,
+                                    step=message.data.get("step")))
         elif message.kind != "ready":
             self.console.say(f"{message.task} reported {message.kind}: {message.data}")
 
@@ -296,13 +305,14 @@ class AttemptRunner:
         active = runtime.state.active  # not yet written off (hung, or its host was lost)
         self.health.task_done(message.task)
         if message.exit_code == 0:
-            self.emit("task_exited", task=message.task, host=host, exit_code=0)
+            self.emit(TaskExited(self.attempt, task=message.task, host=host, exit_code=0))
             if active:
                 runtime.to(TaskState.SUCCEEDED)
             return
         if self.stopping_since is not None and message.ts >= self.stopping_since:
-            self.emit("task_exited", task=message.task, host=host,
-                      exit_code=message.exit_code, signal=message.signal, stopped=True)
+            self.emit(TaskExited(self.attempt, task=message.task, host=host,
+                                 exit_code=message.exit_code, signal=message.signal,
+                                 stopped=True))
             if active:
                 runtime.to(TaskState.STOPPED)
             return
@@ -352,7 +362,7 @@ class AttemptRunner:
 
     def _record_failure(self, failure: TaskFailure) -> None:
         self.failures.append(failure)
-        self.emit("task_failed", **failure.to_dict())
+        self.emit(TaskFailed(failure))
 
     # --- stop --------------------------------------------------------------------------------
 
@@ -363,7 +373,7 @@ class AttemptRunner:
             return
         self.stopping_since = self.clock()
         self._phase(JobState.STOPPING)
-        self.emit("job_stopping", reason=reason)
+        self.emit(JobStopping(self.attempt, reason))
         if graceful:
             self.terminate_at = self.stopping_since + self.plan.grace_period_s
         else:

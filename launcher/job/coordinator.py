@@ -19,13 +19,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.backends.base import Backend
-from launcher.job.agents import AgentSet
+from launcher.job.agents import AgentSet, Spawn, in_thread
 from launcher.job.attempt import AttemptRunner
 from launcher.job.checkpoints import (
     CheckpointFS,
     LocalFS,
     latest_checkpoint,
     remove_worker_temp_dirs,
+)
+from launcher.job.events import (
+    CheckpointFound,
+    JobFailed,
+    JobRestarting,
+    JobStarted,
+    JobSucceeded,
+    SkippedCheckpoint,
 )
 from launcher.job.failures import TaskFailure, exit_code_for_signal
 from launcher.job.hooks import AttemptHooks
@@ -34,7 +42,7 @@ from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.policy import Action, Decision, decide
 from launcher.job.state import JobState, JobStateMachine
 from launcher.output.console import Console
-from launcher.output.events import EventLog, Listener
+from launcher.output.events import Event, EventLog, Listener
 from launcher.output.rundir import RunDir
 from launcher.output.summary import job_summary
 from launcher.plan.planner import HostPlan, LaunchPlan, Planner, ResumePoint
@@ -78,8 +86,8 @@ class Coordinator:
     def __init__(self, planner: Planner, run_dir: RunDir, backend: Backend, console: Console,
                  *, ports: PortAllocator | None = None, checkpoint_fs: FSForHost = local_fs_only,
                  hooks: AttemptHooks | None = None, listeners: Sequence[Listener] = (),
-                 clock: Clock = time.time,
-                 new_inbox: Callable[[], Inbox] | None = None) -> None:
+                 clock: Clock = time.time, new_inbox: Callable[[], Inbox] | None = None,
+                 spawn: Spawn = in_thread) -> None:
         self.planner = planner
         self.spec = planner.spec
         self.run_dir = run_dir
@@ -91,6 +99,7 @@ class Coordinator:
         self.listeners = list(listeners)
         self.clock = clock
         self._new_inbox: Callable[[], Inbox] = new_inbox or _simple_queue
+        self._spawn = spawn
         self.queue: Inbox = self._new_inbox()
         self.machine = JobStateMachine()
         self.events: EventLog | None = None
@@ -105,7 +114,7 @@ class Coordinator:
 
     def run(self) -> JobResult:
         self.run_dir.create()
-        self.events = EventLog(self.run_dir.events)
+        self.events = EventLog(self.run_dir.events, self.clock)
         for listener in self.listeners:
             self.events.subscribe(listener)
         started = self.clock()
@@ -122,9 +131,9 @@ class Coordinator:
 
     # --- the job -----------------------------------------------------------------------------
 
-    def _emit(self, event: str, **fields: Any) -> None:
+    def _emit(self, event: Event) -> None:
         if self.events is not None:
-            self.events.emit(event, **fields)
+            self.events.emit(event)
 
     def _fresh_queue(self) -> None:
         """A new inbox per attempt, so nothing late from the last attempt's agents can reach the
@@ -150,9 +159,9 @@ class Coordinator:
     def _run_job(self) -> JobResult:
         spec = self.spec
         ports = self._allocate()
-        self._emit("job_started", job=spec.name, run_dir=str(self.run_dir.path),
-                   tasks=[str(s.task) for s in spec.task_slots()],
-                   hosts=sorted({s.host for s in spec.task_slots()}))
+        self._emit(JobStarted(job=spec.name, run_dir=str(self.run_dir.path),
+                              tasks=[str(s.task) for s in spec.task_slots()],
+                              hosts=sorted({s.host for s in spec.task_slots()})))
         history: list[AttemptResult] = []
         resume: ResumePoint | None = None
         attempt = 0
@@ -160,7 +169,7 @@ class Coordinator:
             launch_plan = self.planner.plan(attempt, ports, resume)
             self._fresh_queue()
             result = AttemptRunner(
-                launch_plan, agents=AgentSet(self.backend, self.queue.put, self.clock),
+                launch_plan, agents=AgentSet(self.backend, self.queue.put, self.clock, self._spawn),
                 inbox=self.queue, run_dir=self.run_dir, console=self.console, emit=self._emit,
                 phase=self._phase, health=spec.health, hooks=self.hooks, clock=self.clock).run()
             self.bad_checkpoints |= result.bad_checkpoints
@@ -170,15 +179,16 @@ class Coordinator:
             decision = decide(history, spec.restart, ports_allocated=bool(self._port_tasks))
             if decision.action is Action.SUCCEED:
                 self.machine.to(JobState.SUCCEEDED)
-                self._emit("job_succeeded", job=spec.name, attempts=len(history))
+                self._emit(JobSucceeded(job=spec.name, attempts=len(history)))
                 return JobResult(spec.name, JobState.SUCCEEDED, 0, decision.reason, history)
             if decision.action is Action.FAIL:
                 return self._fail(history, decision)
             self.machine.to(JobState.RESTARTING)
-            self._emit("job_restarting", attempt=attempt + 1, reason=decision.reason,
-                       backoff_s=decision.backoff_s, counts_against_budget=decision.counts,
-                       resume_step=None if resume is None else resume.step,
-                       resume_checkpoint=None if resume is None else resume.checkpoint)
+            self._emit(JobRestarting(
+                attempt=attempt + 1, reason=decision.reason, backoff_s=decision.backoff_s,
+                counts_against_budget=decision.counts,
+                resume_step=None if resume is None else resume.step,
+                resume_checkpoint=None if resume is None else resume.checkpoint))
             self.console.warn(f"restarting the job ({decision.reason}) in "
                               f"{decision.backoff_s:.1f}s from "
                               f"{'step ' + str(resume.step) if resume else 'the beginning'}")
@@ -235,10 +245,10 @@ class Coordinator:
         resume = None
         if checkpoint is not None:
             resume = ResumePoint(checkpoint.prefix, checkpoint.step)
-            self._emit("checkpoint_found", attempt=launch_plan.attempt, step=checkpoint.step,
-                       checkpoint=checkpoint.prefix,
-                       skipped=[{"checkpoint": s.prefix, "reason": s.reason}
-                                for s in found.skipped])
+            self._emit(CheckpointFound(
+                attempt=launch_plan.attempt, step=checkpoint.step, checkpoint=checkpoint.prefix,
+                directory=found.directory,
+                skipped=tuple(SkippedCheckpoint(s.prefix, s.reason) for s in found.skipped)))
         before = -1 if previous is None or previous.step is None else previous.step
         after = -1 if checkpoint is None or checkpoint.step is None else checkpoint.step
         result = dataclasses.replace(
@@ -256,9 +266,8 @@ class Coordinator:
                 exit_code = exit_code_for_signal(int(signal.Signals[last.interrupt_signal]))
             else:
                 exit_code = cause.job_exit_code if cause else 1
-        self._emit("job_failed", job=self.spec.name, reason=decision.reason,
-                   exit_code=exit_code, attempts=len(history),
-                   root_cause=None if cause is None else cause.to_dict())
+        self._emit(JobFailed(job=self.spec.name, reason=decision.reason, exit_code=exit_code,
+                             attempts=len(history), root_cause=cause))
         return JobResult(self.spec.name, JobState.FAILED, exit_code, decision.reason, history)
 
     def _wait(self, seconds: float) -> Interrupt | None:

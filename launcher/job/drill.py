@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.job.events import FaultInjected
 from launcher.job.hooks import TaskControl
+from launcher.output.events import EventType
 
 FAULTS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "stop": signal.SIGSTOP}
 
@@ -44,8 +46,8 @@ class FaultInjector:
         if host is None:  # its agent is not up yet: try again at the next step
             return
         self.injected = True
-        control.emit("fault_injected", task=fault.task, host=host, signal=fault.signal.name,
-                     step=step)
+        control.emit(FaultInjected(control.attempt, task=fault.task, host=host,
+                                   signal=fault.signal.name, step=step))
         control.warn(f"drill: sent {fault.signal.name} to {fault.task} at step {step}")
 
 
@@ -99,15 +101,15 @@ class DrillReport:
 
 
 def report(events: Sequence[dict[str, Any]]) -> DrillReport:
-    injected = next((e for e in events if e["event"] == "fault_injected"), None)
+    injected = next((e for e in events if e["event"] == EventType.FAULT_INJECTED), None)
     detected = None
     resumed = None
     if injected is not None:
-        detected = next((e for e in events if e["event"] == "task_failed"
+        detected = next((e for e in events if e["event"] == EventType.TASK_FAILED
                          and e["ts"] >= injected["ts"]), None)
-        resumed = next((e for e in events if e["event"] == "task_progress" and e.get("first")
+        resumed = next((e for e in events if e["event"] == EventType.TASK_PROGRESS and e.get("first")
                         and e["attempt"] > injected["attempt"]), None)
-    restarts = sum(1 for e in events if e["event"] == "job_restarting")
+    restarts = sum(1 for e in events if e["event"] == EventType.JOB_RESTARTING)
     final = next((e["event"] for e in reversed(events)
-                  if e["event"] in ("job_succeeded", "job_failed")), "unfinished")
+                  if e["event"] in (EventType.JOB_SUCCEEDED, EventType.JOB_FAILED)), "unfinished")
     return DrillReport(injected, detected, resumed, restarts, final.removeprefix("job_"))

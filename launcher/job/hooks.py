@@ -4,7 +4,9 @@ reaches the tasks without the attempt knowing about drills."""
 from __future__ import annotations
 
 import signal
-from typing import Any, Protocol
+from typing import Protocol
+
+from launcher.output.events import Event
 
 
 class TaskControl(Protocol):
@@ -16,7 +18,7 @@ class TaskControl(Protocol):
     def signal_task(self, task: str, sig: signal.Signals) -> str | None:
         """Send ``sig`` to one task; the host it runs on, or None if it cannot be reached."""
 
-    def emit(self, event: str, **fields: Any) -> None: ...
+    def emit(self, event: Event) -> None: ...
 
     def warn(self, text: str) -> None: ...
 

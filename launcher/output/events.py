@@ -1,8 +1,9 @@
 """``events.jsonl``: one JSON object per line, each with ``ts`` and ``event``.
 
-The event types are a contract (DESIGN.md): ``job_started``, ``task_started``, ``task_progress``,
-``checkpoint_found``, ``task_failed``, ``job_restarting``, ``job_succeeded``, ``job_failed``, the drill
-event ``fault_injected``, and tfcluster's additions listed in :data:`EVENT_TYPES`.
+The event types are a contract (the README lists them): ``job_started``, ``task_started``,
+``task_progress``, ``checkpoint_found``, ``task_failed``, ``job_restarting``, ``job_succeeded``,
+``job_failed``, the drill event ``fault_injected``, and tfcluster's additions in :class:`EventType`.
+What each carries is defined once, as a dataclass, in :mod:`launcher.job.events`.
 """
 
 from __future__ import annotations
@@ -11,14 +12,36 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, ClassVar, Protocol, TextIO
 
-EVENT_TYPES = frozenset({
-    "job_started", "attempt_started", "task_started", "task_progress", "task_exited",
-    "checkpoint_found", "task_failed", "job_stopping", "job_restarting", "job_succeeded",
-    "job_failed", "fault_injected", "task_preempted",
-})
+
+class EventType(str, Enum):
+    JOB_STARTED = "job_started"
+    ATTEMPT_STARTED = "attempt_started"
+    TASK_STARTED = "task_started"
+    TASK_PROGRESS = "task_progress"
+    TASK_EXITED = "task_exited"
+    TASK_PREEMPTED = "task_preempted"
+    CHECKPOINT_FOUND = "checkpoint_found"
+    TASK_FAILED = "task_failed"
+    FAULT_INJECTED = "fault_injected"
+    JOB_STOPPING = "job_stopping"
+    JOB_RESTARTING = "job_restarting"
+    JOB_SUCCEEDED = "job_succeeded"
+    JOB_FAILED = "job_failed"
+
+
+class Event(Protocol):
+    """One fact about the job, as written to ``events.jsonl``."""
+
+    TYPE: ClassVar[EventType]
+
+    def record(self) -> dict[str, Any]:
+        """The event's fields (without ``ts`` and ``event``), JSON-ready."""
+        ...
+
 
 Listener = Callable[[dict[str, Any]], None]
 
@@ -26,8 +49,9 @@ Listener = Callable[[dict[str, Any]], None]
 class EventLog:
     """Appends events to a file (flushed per line, so a crash loses nothing) and tells listeners."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         self.path = path
+        self._clock = clock
         self._file: TextIO = path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
@@ -35,10 +59,8 @@ class EventLog:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
-        if event not in EVENT_TYPES:
-            raise ValueError(f"unknown event type {event!r}")
-        record = {"ts": time.time(), "event": event, **fields}
+    def emit(self, event: Event) -> dict[str, Any]:
+        record = {"ts": self._clock(), "event": event.TYPE.value, **event.record()}
         line = json.dumps(record, separators=(",", ":"), default=str)
         with self._lock:
             self._file.write(line + "\n")

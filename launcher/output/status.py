@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.output.console import Console
+from launcher.output.events import EventType
 from worker.tfconfig import TASK_TYPES, TaskId, TFConfigError, task_order
 
 PLAIN_PROGRESS_INTERVAL_S = 10.0
@@ -57,24 +58,25 @@ class StatusBoard:
     def apply(self, event: dict[str, Any]) -> None:
         kind = event["event"]
         task = event.get("task")
-        if kind == "job_started":
+        if kind == EventType.JOB_STARTED:
             for name in event.get("tasks", []):
                 self.row(name)
-        elif kind == "attempt_started":
+        elif kind == EventType.ATTEMPT_STARTED:
             self.attempt = int(event["attempt"])
             self.job_state = "running"
             for row in self.rows.values():
                 row.state, row.restarts, row.samples = "starting", self.attempt, []
-        elif kind == "task_started" and task:
+        elif kind == EventType.TASK_STARTED and task:
             self.row(task).host = str(event.get("host", "-"))
             self.row(task).state = "running"
-        elif kind == "task_progress" and task:
+        elif kind == EventType.TASK_PROGRESS and task:
             self.row(task).record(float(event["ts"]), int(event["step"]))
-        elif kind == "task_exited" and task:
+        elif kind == EventType.TASK_EXITED and task:
             self.row(task).state = "stopped" if event.get("stopped") else "done"
-        elif kind == "task_failed" and task in self.rows:
+        elif kind == EventType.TASK_FAILED and task in self.rows:
             self.row(task).state = f"failed ({event.get('kind')})"
-        elif kind in ("job_stopping", "job_restarting", "job_succeeded", "job_failed"):
+        elif kind in (EventType.JOB_STOPPING, EventType.JOB_RESTARTING, EventType.JOB_SUCCEEDED,
+                      EventType.JOB_FAILED):
             self.job_state = kind.removeprefix("job_")
 
     def ordered(self) -> list[TaskRow]:
@@ -121,6 +123,6 @@ class PlainStatus:
     def __call__(self, event: dict[str, Any]) -> None:
         self.board.apply(event)
         now = time.monotonic()
-        if event["event"] == "task_progress" and now - self.last >= PLAIN_PROGRESS_INTERVAL_S:
+        if event["event"] == EventType.TASK_PROGRESS and now - self.last >= PLAIN_PROGRESS_INTERVAL_S:
             self.last = now
             self.console.say(self.board.progress_line())
