@@ -24,12 +24,7 @@ from typing import IO, cast
 
 import paramiko
 
-from launcher.backends.agent_command import (
-    agent_command,
-    agent_workdir,
-    explain_agent_exit,
-    launch_for_agent,
-)
+from launcher.backends.agent_command import agent_command, agent_workdir, explain_agent_exit, launch_for_agent
 from launcher.backends.base import AgentClosed, AgentEvent, Sink
 from launcher.backends.channel import AgentChannel
 from launcher.plan.planner import HostPlan

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -15,12 +16,13 @@ from typing import TYPE_CHECKING
 
 from launcher.backends.local import LocalBackend
 from launcher.backends.router import HostRouter
-from launcher.cli.verbs import planner_for
 from launcher.job.coordinator import Coordinator, FSForHost, local_fs_only
 from launcher.job.state import JobState
 from launcher.output.console import Console
 from launcher.output.rundir import RunDir, default_run_dir
 from launcher.output.status import PlainStatus, StatusBoard
+from launcher.plan.addresses import local_task_address
+from launcher.plan.planner import Planner
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from launcher.backends.base import Backend
     from launcher.job.checkpoints import CheckpointFS
     from launcher.job.hooks import AttemptHooks
-    from launcher.plan.planner import HostPlan, Planner
+    from launcher.plan.planner import HostPlan
     from launcher.spec.model import ClusterSpec
     from launcher.ssh.connector import SshConnector
 
@@ -41,6 +43,13 @@ class RunOutcome:
     run_dir: Path
     #: False when pre-flight stopped the job before anything was started.
     started: bool
+
+
+def planner_for(spec: ClusterSpec, run_dir: str) -> Planner:
+    """This machine's planner for ``spec``: tfcluster's interpreter for local tasks, paths
+    relative to the current directory, local tasks at the address remote hosts reach."""
+    return Planner(spec, run_dir=run_dir, local_python=sys.executable, base_dir=os.getcwd(),
+                   local_address=local_task_address(spec))
 
 
 def _connector(args: argparse.Namespace) -> SshConnector:

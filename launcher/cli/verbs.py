@@ -9,14 +9,12 @@ printed once, by :func:`launcher.cli.main.main`.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 from launcher.errors import UsageError
 
 if TYPE_CHECKING:
-    from launcher.plan.planner import Planner
     from launcher.spec.model import ClusterSpec
 
 
@@ -37,16 +35,6 @@ def _load_for_run(args: argparse.Namespace) -> ClusterSpec:
     return spec_from_dict(data, source=f"{args.spec} with --checkpoint-dir")
 
 
-def planner_for(spec: ClusterSpec, run_dir: str) -> Planner:
-    """This machine's planner for ``spec``: tfcluster's interpreter for local tasks, paths
-    relative to the current directory, local tasks at the address remote hosts reach."""
-    from launcher.plan.addresses import local_task_address
-    from launcher.plan.planner import Planner
-
-    return Planner(spec, run_dir=run_dir, local_python=sys.executable, base_dir=os.getcwd(),
-                   local_address=local_task_address(spec))
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
     spec = _load(args.spec)
     slots = spec.task_slots()
@@ -61,6 +49,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from launcher.plan.view import plan_json, plan_text
 
     spec = _load(args.spec)
+    from launcher.cli.compose import planner_for
+
     planner = planner_for(spec, str(default_run_dir(spec.name).absolute()))
     with PortAllocator() as allocator:
         wanted = planner.ports_to_allocate
@@ -77,6 +67,8 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     spec = _load(args.spec)
     options = PreflightOptions(connect_timeout_s=args.connect_timeout,
                                accept_new_host_keys=args.accept_new_host_keys)
+    from launcher.cli.compose import planner_for
+
     report = preflight(planner_for(spec, "").preview(), options)
     print_report(report, sys.stdout)
     return 0 if report.ok else 1

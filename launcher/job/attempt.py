@@ -26,7 +26,7 @@ from launcher.job.events import (
     TaskProgress,
     TaskStarted,
 )
-from launcher.job.failures import FailureKind, TaskFailure, classify_exit, format_report
+from launcher.job.failures import FailureKind, TaskFailure, classify_exit, format_report, step_mismatch
 from launcher.job.health import HealthIssue, HealthMonitor
 from launcher.job.hooks import AttemptHooks
 from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
@@ -77,7 +77,8 @@ class AttemptRunner:
         self.inbox = inbox
         self.run_dir = run_dir
         self.console = console
-        self._emit = emit
+        self.emit = emit
+        self.warn = console.warn
         self._phase = phase
         self.hooks = hooks
         self.clock = clock
@@ -96,12 +97,6 @@ class AttemptRunner:
     @property
     def attempt(self) -> int:
         return self.plan.attempt
-
-    def emit(self, event: Event) -> None:
-        self._emit(event)
-
-    def warn(self, text: str) -> None:
-        self.console.warn(text)
 
     # --- the attempt -------------------------------------------------------------------------
 
@@ -126,12 +121,9 @@ class AttemptRunner:
         return {str(t.task): t.port for t in self.plan.tasks if t.port is not None}
 
     def _result(self) -> AttemptResult:
-        if self.interrupt is not None:
-            status = AttemptStatus.INTERRUPTED
-        elif self.failures or not self.tasks.all_succeeded:
-            status = AttemptStatus.FAILED
-        else:
-            status = AttemptStatus.SUCCEEDED
+        status = (AttemptStatus.INTERRUPTED if self.interrupt is not None
+                  else AttemptStatus.FAILED if self.failures or not self.tasks.all_succeeded
+                  else AttemptStatus.SUCCEEDED)
         return AttemptResult(
             attempt=self.plan.attempt, status=status, started_at=self.started_at,
             ended_at=self.clock(), failures=tuple(self.failures), ports=self._ports(),
@@ -251,16 +243,12 @@ class AttemptRunner:
             self._phase(JobState.RUNNING)
 
     def _on_progress(self, message: Progress, received_at: float) -> None:
-        runtime = self.tasks[message.task]
-        first = runtime.first_step is None
-        if first:
-            runtime.first_step = message.step
-            if self.first_progress_at is None:
-                self.first_progress_at = received_at
-        runtime.step = message.step
+        first, due = self.tasks[message.task].progress(message.step, received_at,
+                                                       PROGRESS_EVENT_INTERVAL_S)
+        if self.first_progress_at is None:
+            self.first_progress_at = received_at
         self.health.progress(message.task, message.step, received_at)
-        if first or received_at - runtime.last_progress_event >= PROGRESS_EVENT_INTERVAL_S:
-            runtime.last_progress_event = received_at
+        if due:
             self.emit(TaskProgress(self.attempt, task=message.task, step=message.step,
                                    metrics=message.metrics, first=first))
         if first:
@@ -278,13 +266,7 @@ class AttemptRunner:
         firsts = self.tasks.start_steps()
         if firsts is None:
             return
-        listing = ", ".join(f"{task} at step {step}" for task, step in sorted(firsts.items()))
-        self._record_failure(TaskFailure(
-            task=min(firsts, key=lambda t: firsts[t]), host="-", attempt=self.plan.attempt,
-            kind=FailureKind.STEP_MISMATCH, died_at=now, observed_at=now,
-            message=f"the tasks started from different steps ({listing}): each must restore the "
-                    "same checkpoint (TFCLUSTER_RESUME_CHECKPOINT, or a checkpoint directory "
-                    "every task can read)"))
+        self._record_failure(step_mismatch(firsts, self.plan.attempt, now))
         self._stop("tasks started from different steps")
 
     def _on_report(self, message: TaskReport) -> None:

@@ -21,12 +21,7 @@ from typing import Any
 from launcher.backends.base import Backend
 from launcher.job.agents import AgentSet, Spawn, in_thread
 from launcher.job.attempt import AttemptRunner
-from launcher.job.checkpoints import (
-    CheckpointFS,
-    LocalFS,
-    latest_checkpoint,
-    remove_worker_temp_dirs,
-)
+from launcher.job.checkpoints import CheckpointFS, LocalFS, latest_checkpoint, remove_worker_temp_dirs
 from launcher.job.events import (
     CheckpointFound,
     JobFailed,
@@ -41,10 +36,10 @@ from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
 from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.policy import Action, Decision, decide
 from launcher.job.state import JobState, JobStateMachine
+from launcher.job.summary import job_summary
 from launcher.output.console import Console
 from launcher.output.events import Event, EventLog, Listener
 from launcher.output.rundir import RunDir
-from launcher.output.summary import job_summary
 from launcher.plan.planner import HostPlan, LaunchPlan, Planner, ResumePoint
 from launcher.plan.ports import PortAllocator, port_is_free
 from worker.tfconfig import TaskId

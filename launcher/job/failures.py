@@ -117,6 +117,17 @@ def is_port_conflict(stderr_tail: Sequence[str], traceback: str | None) -> bool:
         traceback and GRPC_BIND_FAILURE in traceback)
 
 
+def step_mismatch(firsts: dict[str, int], attempt: int, now: float) -> TaskFailure:
+    """The tasks of one attempt began at different steps: they restored different checkpoints."""
+    listing = ", ".join(f"{task} at step {step}" for task, step in sorted(firsts.items()))
+    return TaskFailure(
+        task=min(firsts, key=lambda t: firsts[t]), host="-", attempt=attempt,
+        kind=FailureKind.STEP_MISMATCH, died_at=now, observed_at=now,
+        message=f"the tasks started from different steps ({listing}): each must restore the "
+                "same checkpoint (TFCLUSTER_RESUME_CHECKPOINT, or a checkpoint directory every "
+                "task can read)")
+
+
 def classify_exit(message: Exited, *, restore_failed: str | None, reported_steps: bool
                   ) -> tuple[FailureKind, str | None]:
     """What a task's unexpected exit was, and a note for the report."""

@@ -56,6 +56,18 @@ class TaskRuntime:
     def name(self) -> str:
         return str(self.plan.task)
 
+    def progress(self, step: int, at: float, event_interval_s: float) -> tuple[bool, bool]:
+        """Record a reported step: (whether it is the task's first, whether a progress event is
+        due: the first, then at most one per ``event_interval_s``)."""
+        first = self.first_step is None
+        if first:
+            self.first_step = step
+        self.step = step
+        due = first or at - self.last_progress_event >= event_interval_s
+        if due:
+            self.last_progress_event = at
+        return first, due
+
     def to(self, state: TaskState) -> None:
         if state not in _ALLOWED.get(self.state, set()):
             allowed = ", ".join(s.value for s in _ALLOWED.get(self.state, ())) or "none"

@@ -1,2 +1,2 @@
-"""What the job leaves behind and shows: console, live status, events, summary, run
-directory, task logs."""
+"""What the job shows and leaves behind: console, live status, the event log, the run directory,
+task logs."""

@@ -5,13 +5,30 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from launcher.spec.errors import SpecProblem
 from worker.tfconfig import CHIEF, EVALUATOR, WORKER, TaskId
 
-if TYPE_CHECKING:
-    from launcher.spec.model import HostSpec, TaskGroupSpec
+
+class TaskGroupSpec(Protocol):
+    """A ``tasks:`` entry as these rules read it (the model's ``TaskGroupSpec`` is one)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def port(self) -> int | None: ...
+
+
+class HostSpec(Protocol):
+    """A ``hosts:`` entry as these rules read it."""
+
+    @property
+    def address(self) -> str | None: ...
 
 #: Host names that mean "this machine" unless they are declared under ``hosts``.
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")

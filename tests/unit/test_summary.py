@@ -10,7 +10,7 @@ import pytest
 
 from launcher.job.failures import FailureKind, TaskFailure
 from launcher.job.outcome import AttemptResult, AttemptStatus
-from launcher.output.summary import job_summary, recovery
+from launcher.job.summary import job_summary, recovery
 
 
 def failure(task: str, died_at: float, attempt: int, kind: FailureKind = FailureKind.EXITED,

@@ -1,0 +1,107 @@
+"""The folder tree draws the architecture: each package of ``launcher`` imports only the layers
+below it (lazy imports inside functions count too), there is no import cycle between modules, and
+``worker`` never imports ``launcher``. See ARCHITECTURE.md."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: What each layer may import (besides itself, ``worker`` and the standard library).
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "netaddr": set(),
+    "spec": {"errors"},
+    "plan": {"errors", "netaddr", "spec"},
+    "ssh": {"errors", "netaddr"},
+    "backends": {"errors", "plan", "ssh"},
+    "preflight": {"errors", "plan", "ssh", "backends"},
+    "output": {"errors"},
+    "job": {"errors", "spec", "plan", "backends", "output"},
+    "cli": {"errors", "netaddr", "spec", "plan", "ssh", "backends", "preflight", "output", "job"},
+    "__main__": {"cli"},
+}
+
+
+def modules(package: str) -> Iterator[tuple[str, Path]]:
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        yield name, path
+
+
+def imports_of(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "launcher" and len(parts) > 1 else None
+
+
+LAUNCHER = dict(modules("launcher"))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in LAUNCHER if layer(m)))
+def test_each_module_imports_only_the_layers_below(module: str) -> None:
+    own = layer(module)
+    assert own in ALLOWED, f"{module}: a new layer? add it to ALLOWED and ARCHITECTURE.md"
+    wrong = sorted(
+        name for name in imports_of(LAUNCHER[module])
+        if name in LAUNCHER and (other := layer(name)) is not None
+        and other != own and other not in ALLOWED[own])
+    assert not wrong, f"{module} ({own}) imports {wrong}"
+
+
+def test_no_import_cycle_between_launcher_modules() -> None:
+    graph = {m: {n for n in imports_of(p) if n in LAUNCHER and n != m and
+                 LAUNCHER[n].name != "__init__.py"}
+             for m, p in LAUNCHER.items()}
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = [*trail[trail.index(nxt):], nxt] if nxt in trail else [node, nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_worker_never_imports_launcher() -> None:
+    for module, path in modules("worker"):
+        assert not [n for n in imports_of(path) if n.split(".")[0] == "launcher"], module
+
+
+def test_the_ssh_layer_loads_without_pydantic_or_the_planner() -> None:
+    code = ("import sys, launcher.ssh.known_hosts, launcher.ssh.connector; "
+            "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'launcher.plan', "
+            "'launcher.spec', 'launcher.backends'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True, timeout=60).stdout
+    assert out.strip() == "[]"
+
+
+def test_no_launcher_module_is_over_400_lines() -> None:
+    long = {m: n for m, p in LAUNCHER.items() if (n := len(p.read_text().splitlines())) > 400}
+    assert not long
