@@ -1,7 +1,7 @@
 """TensorFlow checkpoints for MultiWorkerMirroredStrategy custom training loops.
 
 ``TrainingCheckpoint`` wraps ``tf.train.Checkpoint`` + ``tf.train.CheckpointManager`` the way TF's
-multi-worker docs prescribe and tfcluster expects (see DESIGN.md, "Checkpoints"):
+multi-worker docs prescribe and tfcluster expects (see the README, "Writing a training script"):
 
 - every task calls :meth:`TrainingCheckpoint.save` with the same step, because saving may run
   collective ops under MWMS;

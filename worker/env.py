@@ -1,4 +1,4 @@
-"""Names of the environment variables tfcluster sets for every task (the DESIGN.md contract)."""
+"""Names of the environment variables tfcluster sets for every task (a contract: the README lists them)."""
 
 TF_CONFIG = "TF_CONFIG"
 JOB = "TFCLUSTER_JOB"
