@@ -112,4 +112,5 @@ def run_job(spec: ClusterSpec, args: argparse.Namespace,
     else:
         console.error(f"job {spec.name} failed: {result.reason}; exit code {result.exit_code}; "
                       f"run dir {run_dir.path}")
+    console.close()
     return RunOutcome(result.exit_code, run_dir.path, started=True)

@@ -3,6 +3,7 @@ message and exit code (the only place errors are caught for the user: none shows
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,10 +17,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return COMMANDS[args.verb](args)
+    except BrokenPipeError:  # ``tfcluster plan | head -1``: the reader has what it wanted
+        _silence_stdout()
+        return 1
     except TfclusterError as exc:
         # bad input names its source itself (``spec.yaml: tasks[1].port: ...``)
         print(exc if isinstance(exc, UsageError) else f"tfcluster: {exc}", file=sys.stderr)
         return exc.exit_code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def entry() -> None:

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.backends.base import AgentEvent, AgentHandle, Backend
+from launcher.backends.base import AgentEvent, AgentHandle, AgentMessage, Backend
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan, LaunchPlan
-from worker.protocol import Message, Ping, Terminate
+from worker.protocol import Message, Output, Ping, Terminate
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,15 @@ def in_thread(name: str, work: Callable[[], None]) -> None:
 
 
 class AgentSet:
+    """``put`` receives every agent event; once :meth:`route_output` is called, task output goes
+    to its callback instead, at once, from the agent's reader thread, so that output never queues
+    in front of an exit, a heartbeat or an agent's end, however much of it there is."""
+
     def __init__(self, backend: Backend, put: Callable[[AgentEvent | AgentUp | AgentDown], None],
                  clock: Callable[[], float], spawn: Spawn = in_thread) -> None:
         self._backend = backend
         self._put = put
+        self._on_output: Callable[[str, Output], None] | None = None
         self._clock = clock
         self._spawn = spawn
         self.handles: dict[str, AgentHandle] = {}
@@ -70,7 +75,7 @@ class AgentSet:
 
         def start(host: HostPlan) -> None:
             try:
-                handle = self._backend.start(host, plan.launch_message(host), self._put,
+                handle = self._backend.start(host, plan.launch_message(host), self._sink,
                                              log_for(host.name))
             except Exception as exc:  # any failure to start is that host's failure
                 why = str(exc) if isinstance(exc, AgentStartError) \
@@ -83,6 +88,18 @@ class AgentSet:
             self._starting.add(host.name)
         for host in plan.hosts:
             self._spawn(f"start-{host.name}", functools.partial(start, host))
+
+    def route_output(self, callback: Callable[[str, Output], None]) -> None:
+        """Hand task output to ``callback(host, output)`` (thread-safe, non-blocking) instead of
+        ``put``. Call before :meth:`start_all`."""
+        self._on_output = callback
+
+    def _sink(self, event: AgentEvent) -> None:
+        if (self._on_output is not None and isinstance(event, AgentMessage)
+                and isinstance(event.message, Output)):
+            self._on_output(event.host, event.message)
+        else:
+            self._put(event)
 
     def up(self, item: AgentUp) -> None:
         self._starting.discard(item.host)

@@ -83,7 +83,7 @@ class AttemptRunner:
         self.hooks = hooks
         self.clock = clock
         self.tasks = TaskTable(launch_plan.tasks)
-        self.logs = TaskLogs(run_dir, launch_plan.attempt)
+        self.logs = TaskLogs(run_dir, launch_plan.attempt, on_error=console.warn)
         self.failures: list[TaskFailure] = []
         self.bad_checkpoints: set[str] = set()
         self.stopping_since: float | None = None
@@ -93,6 +93,7 @@ class AttemptRunner:
         self.first_progress_at: float | None = None
         self.health = HealthMonitor(health, self.started_at)
         self.next_ping = self.started_at
+        agents.route_output(self._on_output)
 
     @property
     def attempt(self) -> int:
@@ -167,11 +168,13 @@ class AttemptRunner:
             self.health.host_seen(item.host, item.received_at)
             self._on_message(item.host, item.message, item.received_at)
 
+    def _on_output(self, _host: str, message: Output) -> None:
+        """Task output, straight from an agent's reader thread (see AgentSet.route_output)."""
+        self.console.task_line(message.task, message.line)
+        self.logs.write(message.task, message.line)
+
     def _on_message(self, host: str, message: object, received_at: float) -> None:
-        if isinstance(message, Output):
-            self.logs.write(message.task, message.line)
-            self.console.task_line(message.task, message.line)
-        elif isinstance(message, Progress):
+        if isinstance(message, Progress):
             self._on_progress(message, received_at)
         elif isinstance(message, Started):
             self._on_started(host, message, received_at)
@@ -203,12 +206,7 @@ class AttemptRunner:
     def _on_agent_down(self, item: AgentDown) -> None:
         self.agents.down(item)
         for runtime in self.tasks.on(item.host):
-            if runtime.state.active:
-                runtime.to(TaskState.FAILED)
-            self._record_failure(TaskFailure(
-                task=runtime.name, host=item.host, attempt=self.plan.attempt,
-                kind=FailureKind.LOST_HOST, died_at=item.at, observed_at=item.at,
-                message=item.error))
+            self._write_off(runtime.name, item.host, FailureKind.LOST_HOST, item.at, item.error)
         self._stop(f"could not start the agent on {item.host}")
 
     def _on_agent_closed(self, item: AgentClosed) -> None:
@@ -221,11 +219,7 @@ class AttemptRunner:
         self.health.host_gone(host)
         lost = self.tasks.active_on(host)
         for runtime in lost:
-            runtime.to(TaskState.FAILED)
-            self._record_failure(TaskFailure(
-                task=runtime.name, host=host, attempt=self.plan.attempt,
-                kind=FailureKind.LOST_HOST, died_at=since, observed_at=self.clock(),
-                message=why))
+            self._write_off(runtime.name, host, FailureKind.LOST_HOST, since, why)
         if lost:
             self._stop(f"lost host {host}")
 
@@ -328,19 +322,24 @@ class AttemptRunner:
     def _record_hang(self, issue: HealthIssue) -> None:
         if issue.task is None:
             return
-        runtime = self.tasks[issue.task]
-        if runtime.state.active:
-            runtime.to(TaskState.FAILED)
         self.health.task_done(issue.task)
-        self._record_failure(TaskFailure(
-            task=issue.task, host=issue.host, attempt=self.plan.attempt, kind=issue.kind,
-            died_at=issue.since, observed_at=self.clock(), message=issue.message))
+        self._write_off(issue.task, issue.host, issue.kind, issue.since, issue.message)
 
     def _dump_stacks(self) -> None:
         """Ask every task for its Python stacks (into its log) before the attempt is killed."""
         self.console.warn("asking every task for its Python stacks (see the task logs)")
         self.agents.send_all(DumpStacks())
         self._loop(lambda: True, deadline=self.clock() + STACK_DUMP_WAIT_S)
+
+    def _write_off(self, task: str, host: str, kind: FailureKind, since: float,
+                   why: str) -> None:
+        """A task that is failed without an exit of its own (hung, its host lost)."""
+        runtime = self.tasks[task]
+        if runtime.state.active:
+            runtime.to(TaskState.FAILED)
+        self._record_failure(TaskFailure(
+            task=task, host=host, attempt=self.plan.attempt, kind=kind, died_at=since,
+            observed_at=self.clock(), message=why))
 
     def _record_failure(self, failure: TaskFailure) -> None:
         self.failures.append(failure)

@@ -9,7 +9,9 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import IO, Any, TextIO, cast
+
+from launcher.output.terminal import StreamWriter, WriterFile
 
 _COLOURS = ("36", "33", "35", "32", "34", "91", "96", "93", "95", "92")
 _RICH_COLOURS = ("cyan", "yellow", "magenta", "green", "blue", "bright_red", "bright_cyan",
@@ -37,6 +39,8 @@ class Console:
                  colour: bool | None = None, show_task_output: bool = True) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
+        self._out = StreamWriter(self.out)
+        self._err = StreamWriter(self.err)
         self.colour = _wants_colour(self.out) if colour is None else colour
         self.show_task_output = show_task_output
         self._lock = threading.Lock()
@@ -65,8 +69,7 @@ class Console:
             if self.colour:
                 code = _COLOURS[_colour_index(task) % len(_COLOURS)]
                 label = f"\033[{code}m{label}{_RESET}"
-            self.out.write(f"{label} {line}\n")
-            self.out.flush()
+            self._out.write(f"{label} {line}\n", droppable=True)
 
     def say(self, text: str) -> None:
         self._write_err(text, "say")
@@ -80,17 +83,26 @@ class Console:
     def _write_err(self, text: str, level: str) -> None:
         code, style = _LEVELS[level]
         with self._lock:
-            for line in text.splitlines() or [""]:
-                if self._rich is not None:
-                    from rich.text import Text
+            if self._rich is not None:
+                from rich.text import Text
 
+                for line in text.splitlines() or [""]:
                     self._rich.print(Text.assemble(("tfcluster:", style), " ", line),
                                      soft_wrap=True)
-                    continue
-                colour = self.colour and _wants_colour(self.err)
-                label = f"\033[{code}mtfcluster:{_RESET}" if colour else "tfcluster:"
-                self.err.write(f"{label} {line}\n")
-            self.err.flush()
+                return
+            colour = self.colour and _wants_colour(self.err)
+            label = f"\033[{code}mtfcluster:{_RESET}" if colour else "tfcluster:"
+            self._err.write("".join(f"{label} {line}\n" for line in text.splitlines() or [""]))
+
+    @property
+    def dropped_lines(self) -> int:
+        """Task output lines not shown because the terminal could not keep up."""
+        return self._out.dropped
+
+    def close(self) -> None:
+        """Write out what is still queued (bounded wait for a slow reader). Safe to repeat."""
+        self._out.close()
+        self._err.close()
 
     @contextlib.contextmanager
     def live(self, render: Callable[[], Any]) -> Iterator[None]:
@@ -98,7 +110,8 @@ class Console:
         from rich.console import Console as RichConsole
         from rich.live import Live
 
-        rich_console = RichConsole(file=self.out, force_terminal=True)
+        rich_console = RichConsole(file=cast(IO[str], WriterFile(self._out)),
+                                   force_terminal=True)
         with Live(get_renderable=render, console=rich_console, refresh_per_second=4,
                   redirect_stdout=False, redirect_stderr=False):
             self._rich = rich_console
