@@ -1,12 +1,20 @@
 """The per-host agent: ``python -m worker.agent``.
 
-It reads a :class:`~worker.protocol.Launch` from stdin, starts every task of this host in its own
+It reads a :class:`~worker.protocol.Launch` from stdin, kills whatever a dead predecessor left in
+the launch's process table (:mod:`worker.process_table`), starts every task of this host in its own
 session, and then runs one event loop (a selector, no polling) over:
 
-- the tasks' stdout / stderr / report pipes, relayed as ``output`` / ``progress`` / ``report``;
+- the tasks' stdout / stderr / report pipes: one bounded read per pipe and turn, relayed as
+  ``output`` / ``progress`` / ``report`` within each stream's budget (:mod:`worker.task_process`);
 - ``SIGCHLD`` (through the signal wakeup fd): exits are reaped and reported the moment they happen;
 - stdin: ``signal``, ``dump_stacks``, ``terminate`` commands, and EOF, which means the coordinator is
-  gone (it died or the SSH connection dropped): every task's whole tree is killed and the agent exits.
+  gone (it died or the SSH connection dropped): every task's whole tree is killed
+  (:mod:`worker.teardown`) and the agent exits;
+- stdout, while the :class:`~worker.outbox.Outbox` holds messages the coordinator has not taken.
+
+Nothing holds the loop up: not a task that floods its output, not a coordinator that stops reading,
+and nothing a task writes can raise out of it. Only processes that are provably this agent's are
+ever signalled (:mod:`worker.process_tree`).
 
 Protocol messages go to the agent's *original* stdout; fd 1 is pointed at stderr so that a stray
 print can never corrupt the protocol.
@@ -21,9 +29,12 @@ import signal
 import socket
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
 
-from worker import process_tree
+from worker import process_table, process_tree
+from worker.bootstrap import STACK_DUMP_SIGNAL
+from worker.lines import LineBuffer
+from worker.outbox import Outbox
 from worker.protocol import (
     AgentError,
     DumpStacks,
@@ -32,29 +43,32 @@ from worker.protocol import (
     Hello,
     Launch,
     Message,
-    Output,
     Ping,
-    Progress,
     ProtocolError,
     SignalTasks,
     Started,
-    TaskReport,
-    TaskUsage,
     Terminate,
     Terminated,
     decode_command,
 )
-from worker.task_process import REPORT, STDERR, LineBuffer, TaskProcess
+from worker.task_process import MAX_AGENT_ERROR_CHARS, SpawnError, TaskProcess
+from worker.teardown import Teardown
 
 #: Grace given to tasks when the coordinator vanished (stdin EOF) without asking for a terminate.
 EOF_GRACE_S = 2.0
+#: How long an exiting agent waits for the coordinator to take its last messages.
+EXIT_FLUSH_S = 5.0
 _SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_COMMAND_CHUNK_BYTES = 65536
+_Read = Callable[[], tuple[list[Message], list[int]]]
 
 
 class Agent:
+    """One agent's state and loop; :meth:`run` is all of its life."""
+
     def __init__(self, commands_fd: int, events_fd: int) -> None:
         self.commands_fd = commands_fd
-        self.events_fd = events_fd
+        self.outbox = Outbox(events_fd)
         self.tasks: dict[str, TaskProcess] = {}
         self.by_pid: dict[int, TaskProcess] = {}
         self.by_fd: dict[int, TaskProcess] = {}
@@ -63,44 +77,43 @@ class Agent:
         self.launch: Launch | None = None
         self.input_closed = False  # stdin EOF: the coordinator is done with us (or gone)
         self.output_broken = False  # nobody reads our messages any more
-        self.kill_at: float | None = None  # set while terminating
-        self.killed = False
-        self.terminated_sent = False
+        self.teardown = Teardown(self.tasks)
         self.next_heartbeat = 0.0
-        self._pending_commands: list[str] = []
+        self.next_record = 0.0
+        self._record_failed = False
+        self._watching_output = False
         self.last_command_at = time.monotonic()
 
-    # --- output to the coordinator ----------------------------------------------------------
-
-    def emit(self, message: Message) -> None:
-        if self.output_broken:
-            return
-        data = memoryview(message.encode())
-        try:
-            while data:
-                written = os.write(self.events_fd, data)
-                data = data[written:]
-        except OSError:  # BrokenPipe: nobody is listening any more
-            self.output_broken = True
-            self._coordinator_lost()
+    @property
+    def interval(self) -> float:
+        return self.launch.heartbeat_interval_s if self.launch else 1.0
 
     # --- start-up ---------------------------------------------------------------------------
 
-    def read_launch(self) -> Launch | None:
-        """Block until the first line (the launch message); None on EOF before it."""
-        while True:
-            chunk = os.read(self.commands_fd, 65536)
+    def read_launch(self) -> tuple[Launch, list[bytes]] | None:
+        """Block until the first line: (the launch message, any commands read along with it);
+        None on EOF before it."""
+        lines: list[bytes] = []
+        while not lines:
+            chunk = os.read(self.commands_fd, _COMMAND_CHUNK_BYTES)
             if not chunk:
                 return None
             lines = self.commands.feed(chunk)
-            if lines:
-                break
-        first, rest = lines[0], lines[1:]
-        message = decode_command(first)
+        message = decode_command(lines[0])
         if not isinstance(message, Launch):
             raise ProtocolError(f"expected a launch message first, got {message.TYPE!r}")
-        self._pending_commands = rest
-        return message
+        return message, lines[1:]
+
+    def clear_leftovers(self, table: str) -> None:
+        """Kill what a dead agent recorded in ``table``, before this one starts anything."""
+        try:
+            killed = process_table.kill_recorded(table)
+        except process_table.ProcessTableError as exc:
+            self.outbox.put(AgentError(message=f"{exc}; overwriting it"))
+            return
+        if killed:
+            _note(f"killed {len(killed)} processes that a previous agent left behind "
+                  f"(recorded in {table}): {killed}")
 
     def start_tasks(self, launch: Launch) -> None:
         for task_launch in launch.tasks:
@@ -108,48 +121,51 @@ class Agent:
             self.tasks[task.task] = task
             try:
                 task.start()
-            except OSError as exc:
+            except SpawnError as exc:
                 task.exit_status = 127 << 8
-                self.emit(Exited(task=task.task, ts=time.time(), exit_code=127,
-                                 error=f"cannot start {task_launch.argv[0]!r}: {exc}"))
+                self.outbox.put(Exited(task=task.task, ts=time.time(), exit_code=127,
+                                       error=str(exc)))
                 continue
             pid = task.pid or 0
             self.by_pid[pid] = task
             for fd in task.fds:
                 self.by_fd[fd] = task
                 self.selector.register(fd, selectors.EVENT_READ, "task")
-            self.emit(Started(task=task.task, pid=pid, ts=time.time()))
+            self.outbox.put(Started(task=task.task, pid=pid, ts=time.time()))
+            self.record()
+
+    def record(self) -> None:
+        """Rewrite the process table (if the launch named one) with every process we own now."""
+        table = self.launch.process_table if self.launch else None
+        if table is None:
+            return
+        try:
+            process_table.write_table(table, process_tree.own_descendants())
+        except OSError as exc:
+            if not self._record_failed:
+                self._record_failed = True
+                self.outbox.put(AgentError(message=f"cannot write the process table: {exc}"))
 
     # --- events -----------------------------------------------------------------------------
 
-    def on_task_fd(self, fd: int) -> None:
-        task = self.by_fd.get(fd)
-        if task is None:  # closed earlier in this same select() batch (its task was reaped)
-            return
-        stream, lines, eof = task.read(fd)
-        self._relay(task, stream, lines)
-        if eof:
+    def relay(self, task: TaskProcess, read: _Read) -> None:
+        """Queue what ``read`` turned the task's bytes into, and close the pipes it ended."""
+        try:
+            messages, ended = read()
+        except Exception as exc:  # a bug here must not cost the host its other tasks
+            text = f"{task.task}: stopped reading its output: {exc!r}"
+            messages, ended = [AgentError(message=text[:MAX_AGENT_ERROR_CHARS])], list(task.fds)
+        for message in messages:
+            self.outbox.put(message)
+        for fd in ended:
             self.selector.unregister(fd)
             del self.by_fd[fd]
             task.close_fd(fd)
 
-    def _relay(self, task: TaskProcess, stream: str, lines: list[str]) -> None:
-        for line in lines:
-            if stream == REPORT:
-                task.handle_report(line, lambda kind, data: self._on_report(task, kind, data))
-                continue
-            if stream == STDERR:
-                task.stderr_tail.append(line)
-            self.emit(Output(task=task.task, stream=stream, line=line))
-
-    def _on_report(self, task: TaskProcess, kind: str, data: dict[str, Any]) -> None:
-        now = time.time()
-        if kind == "progress":
-            metrics = data.get("metrics")
-            self.emit(Progress(task=task.task, step=int(data.get("step", 0)), ts=now,
-                               metrics=metrics if isinstance(metrics, dict) else {}))
-        elif kind != "error":  # the traceback travels with the exit message
-            self.emit(TaskReport(task=task.task, kind=kind, ts=now, data=data))
+    def on_task_fd(self, fd: int) -> None:
+        task = self.by_fd.get(fd)
+        if task is not None:  # else closed earlier in this same select() batch (its task exited)
+            self.relay(task, lambda: task.read(fd))
 
     def reap(self) -> None:
         """Collect every exited child: tasks are reported, adopted orphans just vanish."""
@@ -165,28 +181,16 @@ class Agent:
                 self._on_exit(task, status)
 
     def _on_exit(self, task: TaskProcess, status: int) -> None:
-        now = time.time()
+        reaped_at = time.time()
         task.mark_exited(status)
-        for fd in list(task.fds):  # everything it wrote before dying, in order, before the exit
-            stream, lines, eof = task.read(fd)
-            self._relay(task, stream, lines)
-            if eof:
-                self.selector.unregister(fd)
-                del self.by_fd[fd]
-                task.close_fd(fd)
-        code = os.waitstatus_to_exitcode(status)
-        self.emit(Exited(
-            task=task.task,
-            ts=now,
-            exit_code=code if code >= 0 else None,
-            signal=process_tree.signal_name(-code) if code < 0 else None,
-            traceback=task.traceback,
-            stderr_tail=list(task.stderr_tail),
-        ))
+        self.relay(task, task.drain)  # everything it wrote before dying, before the exit
+        for notice in task.notices(time.monotonic(), force=True):
+            self.outbox.put(notice)
+        self.outbox.put(task.exited(status, reaped_at))
 
     def on_command_input(self) -> None:
         try:
-            chunk = os.read(self.commands_fd, 65536)
+            chunk = os.read(self.commands_fd, _COMMAND_CHUNK_BYTES)
         except BlockingIOError:
             return
         if not chunk:
@@ -197,41 +201,37 @@ class Agent:
         for line in self.commands.feed(chunk):
             self.handle_command(line)
 
-    def handle_command(self, line: str) -> None:
+    def handle_command(self, line: bytes) -> None:
         if not line.strip():
             return
         try:
             command = decode_command(line)
         except ProtocolError as exc:
-            self.emit(AgentError(message=f"bad command: {exc}"))
+            self.outbox.put(AgentError(message=f"bad command: {exc}"[:MAX_AGENT_ERROR_CHARS]))
             return
         if isinstance(command, Ping):
             return
         if isinstance(command, Terminate):
-            self.begin_terminate(command.grace_period_s)
+            self.teardown.begin(command.grace_period_s, time.monotonic())
         elif isinstance(command, SignalTasks):
             self._signal(command)
         elif isinstance(command, DumpStacks):
-            from worker.bootstrap import STACK_DUMP_SIGNAL
-
             for task in self.tasks.values():
-                if task.running and task.stack_dumps and task.pid is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(task.pid, signal.SIGCONT)  # a stopped task cannot dump
-                        os.kill(task.pid, STACK_DUMP_SIGNAL)
+                if task.stack_dumps:
+                    task.send_signal(signal.SIGCONT)  # a stopped task cannot dump
+                    task.send_signal(STACK_DUMP_SIGNAL)
         else:
-            self.emit(AgentError(message=f"unexpected command {command.TYPE!r}"))
+            self.outbox.put(AgentError(message=f"unexpected command {command.TYPE!r}"))
 
     def _signal(self, command: SignalTasks) -> None:
         try:
             sig = process_tree.parse_signal(command.signal)
         except ValueError as exc:
-            self.emit(AgentError(message=str(exc)))
+            self.outbox.put(AgentError(message=str(exc)))
             return
         for task in self.tasks.values():
-            if command.task in (None, task.task) and task.running and task.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(task.pid, sig)
+            if command.task in (None, task.task):
+                task.send_signal(sig)  # only while it is unreaped: see TaskProcess.send_signal
 
     def on_wakeup(self, sock: socket.socket) -> None:
         try:
@@ -248,62 +248,56 @@ class Agent:
         """stdin EOF, a broken output or a shutdown signal: end every task and then exit. A
         terminate already under way keeps its own grace period."""
         self.input_closed = True
-        if self.kill_at is None:
-            self.begin_terminate(EOF_GRACE_S)
-
-    def begin_terminate(self, grace_s: float) -> None:
-        """TERM every task tree now; KILL whatever is left after ``grace_s``."""
-        deadline = time.monotonic() + max(grace_s, 0.0)
-        if self.kill_at is not None and self.kill_at <= deadline:
-            return
-        first = self.kill_at is None
-        self.kill_at = deadline
-        if first:
-            process_tree.signal_tree(self._pgids(), signal.SIGTERM)
-            process_tree.signal_tree(self._pgids(), signal.SIGCONT)  # stopped ones must see TERM
-
-    def _pgids(self) -> list[int]:
-        return [t.pid for t in self.tasks.values() if t.pid is not None]
-
-    def _all_gone(self) -> bool:
-        return not self.by_pid and not process_tree.descendants()
+        if not self.teardown.started:
+            self.teardown.begin(EOF_GRACE_S, time.monotonic())
 
     def tick(self) -> None:
         now = time.monotonic()
         silence = self.launch.coordinator_timeout_s if self.launch else None
         if silence is not None and not self.input_closed and now - self.last_command_at > silence:
-            sys.stderr.write(f"agent: no word from the coordinator for {silence:g}s; "
-                             "stopping every task\n")
+            _note(f"no word from the coordinator for {silence:g}s; stopping every task")
             self.selector.unregister(self.commands_fd)
             self._coordinator_lost()
-        if self.kill_at is not None:
-            if not self.killed and now >= self.kill_at:
-                self.killed = True
-                process_tree.signal_tree(self._pgids(), signal.SIGKILL)
-            if not self.terminated_sent and self._all_gone():
-                self.terminated_sent = True
-                self.emit(Terminated(ts=time.time()))
-        if self.kill_at is None and now >= self.next_heartbeat:
-            interval = self.launch.heartbeat_interval_s if self.launch else 1.0
-            self.next_heartbeat = now + interval
-            self.emit(self._heartbeat())
+        if self.teardown.step(now):
+            self.outbox.put(Terminated(ts=time.time()))
+        if not self.teardown.started and now >= self.next_heartbeat:
+            self.next_heartbeat = now + self.interval
+            self.outbox.put(self._heartbeat())
+        if now >= self.next_record:
+            self.next_record = now + self.interval
+            self.record()
+        for task in self.tasks.values():
+            for notice in task.notices(now):
+                self.outbox.put(notice)
 
     def _heartbeat(self) -> Heartbeat:
-        usage: dict[str, TaskUsage] = {}
-        for task in self.tasks.values():
-            sample = task.usage()
-            if sample is not None and task.pid is not None:
-                usage[task.task] = TaskUsage(pid=task.pid, cpu_percent=sample[0],
-                                             rss_bytes=sample[1])
+        usage = {name: sample for name, task in self.tasks.items()
+                 if (sample := task.usage()) is not None}
         return Heartbeat(ts=time.time(), tasks=usage)
 
     def _timeout(self) -> float:
-        if self.kill_at is not None:
-            return 0.05 if self.killed else max(0.0, min(self.kill_at - time.monotonic(), 0.05))
-        wake = self.next_heartbeat
+        now = time.monotonic()
+        ending = self.teardown.wake_at(now)
+        wake = self.next_heartbeat if ending is None else ending
+        wake = min(wake, self.next_record, *(d for t in self.tasks.values()
+                                             if (d := t.notice_due_at()) is not None))
         if self.launch is not None and self.launch.coordinator_timeout_s is not None:
             wake = min(wake, self.last_command_at + self.launch.coordinator_timeout_s)
-        return max(0.0, wake - time.monotonic())
+        return max(0.0, wake - now)
+
+    def send_pending(self) -> None:
+        """Write what the coordinator takes now, and watch stdout while more is waiting."""
+        self.outbox.write()
+        if self.outbox.broken and not self.output_broken:
+            self.output_broken = True
+            self._coordinator_lost()
+        waiting = self.outbox.pending()
+        if waiting != self._watching_output:
+            self._watching_output = waiting
+            if waiting:
+                self.selector.register(self.outbox.fd, selectors.EVENT_WRITE, "events")
+            else:
+                self.selector.unregister(self.outbox.fd)
 
     # --- main loop --------------------------------------------------------------------------
 
@@ -315,36 +309,55 @@ class Agent:
         for sig in (signal.SIGCHLD, *_SHUTDOWN_SIGNALS):
             signal.signal(sig, lambda *_: None)
         process_tree.become_subreaper()
-        self.emit(Hello(pid=os.getpid(), hostname=socket.gethostname(),
-                        python=sys.version.split()[0], ts=time.time()))
+        self.outbox.put(Hello(pid=os.getpid(), hostname=socket.gethostname(),
+                              python=sys.version.split()[0], ts=time.time()))
+        self.outbox.flush(EXIT_FLUSH_S)
         try:
-            launch = self.read_launch()
+            first = self.read_launch()
         except ProtocolError as exc:
-            self.emit(AgentError(message=f"bad launch message: {exc}"))
+            self.outbox.put(AgentError(message=f"bad launch message: {exc}"))
+            self.outbox.flush(EXIT_FLUSH_S)
             return 2
-        if launch is None:
+        if first is None:
             return 0
+        launch, commands = first
         self.launch = launch
+        if launch.process_table is not None:
+            self.clear_leftovers(launch.process_table)
         self.start_tasks(launch)
-        for line in self._pending_commands:
+        for line in commands:
             self.handle_command(line)
         os.set_blocking(self.commands_fd, False)
         if not self.input_closed:
             self.selector.register(self.commands_fd, selectors.EVENT_READ, "commands")
         self.selector.register(wake_r, selectors.EVENT_READ, "wakeup")
         self.reap()
-        while not (self.input_closed and self._all_gone()):
+        while not (self.input_closed and self.teardown.all_gone):
+            self.send_pending()
             for key, _ in self.selector.select(self._timeout()):
                 if key.data == "task":
                     self.on_task_fd(int(key.fd))
                 elif key.data == "commands":
                     self.on_command_input()
-                else:
+                elif key.data == "wakeup":
                     self.on_wakeup(wake_r)
             self.tick()
         for task in self.tasks.values():
             task.close()
+        if launch.process_table is not None:
+            try:
+                process_table.remove_table(launch.process_table)
+            except OSError as exc:
+                _note(f"cannot remove {launch.process_table}: {exc}")
+        self.outbox.flush(EXIT_FLUSH_S)
         return 0
+
+
+def _note(text: str) -> None:
+    """A line for the agent's log (stderr); never an error, even if the log is not writable."""
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"agent: {text}\n")
+        sys.stderr.flush()
 
 
 def main() -> None:

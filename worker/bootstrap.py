@@ -1,7 +1,8 @@
 """Runs a task's Python entrypoint the way ``python -m MODULE`` / ``python SCRIPT`` would, plus:
 
 - the traceback of an uncaught exception is sent to the agent (like torchelastic's error file, but
-  without a decorator the user must remember), then printed as usual;
+  without a decorator the user must remember), then printed as usual; a huge one is sent shortened
+  to its head and its tail, which holds the exception's own line;
 - ``SIGUSR1`` makes the task write every thread's Python stack to its stderr (faulthandler), which
   the agent uses to show where a hung task is stuck;
 - the agent is told the task is ready and supports stack dumps.
@@ -45,7 +46,7 @@ def _user_frames(tb: TracebackType | None) -> TracebackType | None:
 def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
     tb = _user_frames(tb)
     text = "".join(traceback.format_exception(kind, value, tb))
-    reporting.send({"kind": "error", "traceback": text})
+    reporting.send({"kind": "error", "traceback": reporting.fit_traceback(text)})
     sys.__excepthook__(kind, value, tb)
 
 

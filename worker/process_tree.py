@@ -1,55 +1,91 @@
-"""Signalling and reaping whole process trees, so that no task leaves a process behind.
+"""The agent's hold on its tasks' process trees (Linux), and the rule it signals by.
 
-Every task runs in its own session (its process group id is its pid). The agent is also made a
-*child subreaper* (Linux ``PR_SET_CHILD_SUBREAPER``), so a grandchild that double-forks or calls
-``setsid`` is re-parented to the agent instead of init and can still be found and killed.
+Every task runs in its own session (its process group id is its pid), with ``PR_SET_PDEATHSIG`` set
+to SIGKILL so that it dies with the agent. The agent is a *child subreaper*
+(``PR_SET_CHILD_SUBREAPER``), so a grandchild that double-forks or calls ``setsid`` is re-parented
+to the agent instead of init, and stays findable among the agent's descendants.
+
+**Only provably ours is ever signalled.** A pid is reused once its process is reaped, so:
+
+- a task's process group is signalled only while the task is our *unreaped* child (alive or a
+  zombie): until we reap it, the kernel gives its pid, and so its group id, to no one else
+  (:meth:`worker.task_process.TaskProcess.signal_group`);
+- everything else is reached as a descendant of this process, each one pinned by a pidfd after it
+  was found (:func:`signal_descendants`), so a process that ends meanwhile is not replaced by a
+  stranger with its pid.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
+import functools
 import os
 import signal
 import sys
+from collections.abc import Callable
 
-import psutil
+from worker.process_identity import PinnedProcess, ProcStat, descendants, snapshot
 
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
 
 
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux only); False where the kernel does not support it."""
-    if not sys.platform.startswith("linux"):
-        return False
+    libc = _libc()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
+        return libc is not None and int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except AttributeError:
         return False
 
 
-def descendants() -> list[psutil.Process]:
-    """Every living descendant of this process (tasks, their children, adopted orphans)."""
-    try:
-        return psutil.Process().children(recursive=True)
-    except psutil.Error:
-        return []
+def die_with_this_process() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child receive SIGKILL when this process dies; None where
+    the platform cannot do it.
+
+    Python's ``subprocess`` has no option for ``PR_SET_PDEATHSIG`` (3.11 added ``process_group``,
+    nothing for this), so it runs in the child between fork and exec. ``preexec_fn`` is unsafe
+    only in a process with several threads, and the agent has one. The death signal fires when
+    the *thread* that forked the child exits: here that is the agent's only thread, so the agent
+    itself. If the agent died before ``prctl`` took effect, the child is already re-parented and
+    kills itself at once.
+    """
+    libc = _libc()
+    if libc is None or not hasattr(libc, "prctl"):
+        return None
+    parent = os.getpid()
+    prctl = libc.prctl
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
 
 
-def signal_group(pgid: int, sig: signal.Signals) -> None:
-    """Signal a task's process group; a group that is already gone is not an error."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+def own_descendants() -> list[ProcStat]:
+    """Every process below this one: tasks, their children, adopted orphans (zombies too)."""
+    return descendants(snapshot(), os.getpid())
 
 
-def signal_tree(pgids: list[int], sig: signal.Signals) -> None:
-    """Signal the given process groups and every descendant of this process, at the same moment."""
-    for pgid in pgids:
-        signal_group(pgid, sig)
-    for proc in descendants():
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)
+def signal_descendants(sig: signal.Signals) -> None:
+    """Send ``sig`` to every descendant of this process, each pinned first (see the module doc)."""
+    for stat in own_descendants():
+        pinned = PinnedProcess.pin(stat.pid, stat.start_ticks)
+        if pinned is not None:
+            pinned.signal(sig)
+            pinned.close()
 
 
 def signal_name(number: int) -> str:

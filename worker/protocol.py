@@ -7,7 +7,7 @@ agent kills every task's process tree and exits.
 Agent -> coordinator (the agent's stdout): :class:`Hello` once, then per task :class:`Started`,
 :class:`Output`, :class:`Progress`, :class:`TaskReport`, :class:`Exited`; :class:`Heartbeat` for the
 host; :class:`Terminated` when a terminate request (or EOF) has finished; :class:`AgentError` when
-the agent itself cannot go on.
+the agent cannot do something or make sense of what a task sent (it goes on).
 
 Every message is a frozen dataclass; on the wire it is its fields plus ``"type"``. The same code runs
 on both ends, so the two sides can never disagree about a field name.
@@ -64,6 +64,10 @@ class Launch(Message):
     #: The coordinator pings every ``heartbeat_interval_s``; an agent that hears nothing from it
     #: for this long (a network partition that TCP has not noticed) kills its tasks and exits.
     coordinator_timeout_s: float | None = None
+    #: A file on the agent's host in which it keeps the list of every process it owns
+    #: (:mod:`worker.process_table`). Processes a dead agent left listed there are killed before
+    #: any task starts; the coordinator calls ``kill_recorded`` on it when an agent dies.
+    process_table: str | None = None
 
     def task_env(self, task: TaskLaunch) -> dict[str, str]:
         """The env overlay of one task, TF_CONFIG included."""
@@ -204,6 +208,20 @@ EVENTS: dict[str, type[Message]] = {
 }
 
 
+def _task_launch(payload: dict[str, Any]) -> TaskLaunch:
+    """A TaskLaunch whose fields have the types a process can be started from."""
+    task = TaskLaunch(**payload)
+    if not isinstance(task.argv, list) or not task.argv or \
+            not all(isinstance(arg, str) for arg in task.argv):
+        raise TypeError(f"{task.task!r}: 'argv' must be a non-empty list of strings")
+    if not isinstance(task.env, dict) or \
+            not all(isinstance(k, str) and isinstance(v, str) for k, v in task.env.items()):
+        raise TypeError(f"{task.task!r}: 'env' must map strings to strings")
+    if not isinstance(task.task, str) or not isinstance(task.cwd, str):
+        raise TypeError(f"{task.task!r}: 'task' and 'cwd' must be strings")
+    return task
+
+
 def _build(cls: type[Message], payload: dict[str, Any]) -> Message:
     names = {f.name for f in fields(cls)}
     unknown = set(payload) - names
@@ -214,7 +232,7 @@ def _build(cls: type[Message], payload: dict[str, Any]) -> Message:
             tasks = payload.get("tasks", [])
             if not isinstance(tasks, list):
                 raise TypeError("'tasks' must be a list")
-            payload = {**payload, "tasks": [TaskLaunch(**t) for t in tasks]}
+            payload = {**payload, "tasks": [_task_launch(t) for t in tasks]}
         elif cls is Heartbeat:
             usage = payload.get("tasks", {})
             if not isinstance(usage, dict):

@@ -4,21 +4,26 @@ coordinator drives it: real processes, real signals."""
 from __future__ import annotations
 
 import contextlib
+import queue
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import pytest
 
+from tests.procs import alive, by_pid, wait_until_empty
 from worker.protocol import (
     DumpStacks,
     Exited,
     Launch,
     Message,
     Output,
+    ProtocolError,
     SignalTasks,
     Started,
     TaskLaunch,
@@ -30,31 +35,109 @@ from worker.protocol import (
 
 pytestmark = pytest.mark.timeout(60)
 
+M = TypeVar("M", bound=Message)
+
 
 class AgentUnderTest:
-    def __init__(self, launch: Launch) -> None:
+    """``python -m worker.agent`` driven over its pipes, as the coordinator drives it. A reader
+    thread decodes each message as it comes and notes when it came; :meth:`pause_reading` makes
+    it stop taking the agent's output (a coordinator that stalls), :meth:`resume_reading` resume."""
+
+    def __init__(self, launch: Launch | None = None) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "worker.agent"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
-        self.send(launch)
+        self.seen: list[tuple[float, Message]] = []  # every message read so far, in order
+        self._passed: list[tuple[float, Message]] = []  # read, but not asked for yet
+        self._inbox: queue.Queue[tuple[float, Message | str | None]] = queue.Queue()
+        self._reading = threading.Event()
+        self._reading.set()
+        self._stderr = bytearray()
+        threading.Thread(target=self._read_messages, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+        if launch is not None:
+            self.send(launch)
 
     def send(self, message: Message) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(message.encode())
         self.proc.stdin.flush()
 
-    def next_of(self, kind: type[Message], timeout: float = 20) -> Message:
-        assert self.proc.stdout is not None
+    def close_input(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    def pause_reading(self) -> None:
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
+
+    @property
+    def stderr(self) -> str:
+        return self._stderr.decode(errors="replace")
+
+    def next_timed(self, kind: type[M], timeout: float = 20,
+                   task: str | None = None) -> tuple[float, M]:
+        """The first message of ``kind`` (for ``task``, if given) not taken yet, and when it
+        arrived. Messages passed over on the way stay there for later calls."""
+        for index, (at, message) in enumerate(self._passed):
+            found = _matching(message, kind, task)
+            if found is not None:
+                del self._passed[index]
+                return at, found
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise AssertionError(f"agent ended before {kind.__name__}: "
-                                     f"{self.proc.stderr.read() if self.proc.stderr else ''}")
-            message = decode_event(line)
-            if isinstance(message, kind):
-                return message
-        raise AssertionError(f"no {kind.__name__} within {timeout}s")
+        while True:
+            try:
+                at, got = self._inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {kind.__name__} within {timeout}s") from None
+            if got is None:
+                raise AssertionError(f"agent ended before {kind.__name__}: {self.stderr}")
+            if isinstance(got, str):
+                raise AssertionError(f"agent wrote a bad message: {got}")
+            self.seen.append((at, got))
+            found = _matching(got, kind, task)
+            if found is not None:
+                return at, found
+            self._passed.append((at, got))
+
+    def next_of(self, kind: type[M], timeout: float = 20, task: str | None = None) -> M:
+        return self.next_timed(kind, timeout, task)[1]
+
+    def kill(self) -> None:
+        """Kill the agent and every process below it; safe to call more than once."""
+        procs: list[psutil.Process] = []
+        with contextlib.suppress(psutil.Error):
+            procs = psutil.Process(self.proc.pid).children(recursive=True)
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        self.proc.kill()
+        self.proc.wait()
+        wait_until_empty(lambda: alive(procs), timeout=5)
+
+    def _read_messages(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._reading.wait()
+            try:
+                message: Message | str = decode_event(line)
+            except ProtocolError as exc:
+                message = f"{exc}: {line[:200]!r}"
+            self._inbox.put((time.time(), message))
+        self._inbox.put((time.time(), None))
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.extend(line)
+
+
+def _matching(message: Message, kind: type[M], task: str | None) -> M | None:
+    if isinstance(message, kind) and task in (None, getattr(message, "task", None)):
+        return message
+    return None
 
 
 @contextlib.contextmanager
@@ -63,11 +146,7 @@ def agent(launch: Launch) -> Iterator[AgentUnderTest]:
     try:
         yield under_test
     finally:
-        with contextlib.suppress(psutil.Error):
-            for child in psutil.Process(under_test.proc.pid).children(recursive=True):
-                child.kill()
-        under_test.proc.kill()
-        under_test.proc.wait()
+        under_test.kill()
 
 
 def script_task(tmp_path: Path, name: str, code: str) -> TaskLaunch:
@@ -85,13 +164,19 @@ SLEEP_WITH_CHILD = (
 )
 
 
+def wait_for(condition: Callable[[], bool], timeout: float) -> None:
+    """Wait until ``condition()`` holds (a file appears, a table lists a pid); fail after
+    ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"condition not met within {timeout}s"
+        time.sleep(0.01)
+
+
 def gone(pids: list[int], timeout: float) -> bool:
-    procs = []
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            procs.append(psutil.Process(pid))
-    _, alive = psutil.wait_procs(procs, timeout=timeout)
-    return not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+    """Whether every one of ``pids`` has ended (a zombie has) within ``timeout``."""
+    procs = by_pid(pids)
+    return not wait_until_empty(lambda: alive(procs), timeout)
 
 
 def test_eof_on_stdin_kills_every_task_tree_and_ends_the_agent(tmp_path: Path) -> None:
@@ -100,8 +185,7 @@ def test_eof_on_stdin_kills_every_task_tree_and_ends_the_agent(tmp_path: Path) -
         started = a.next_of(Started)
         assert isinstance(started, Started)
         tree = [started.pid] + [c.pid for c in psutil.Process(started.pid).children(recursive=True)]
-        assert a.proc.stdin is not None
-        a.proc.stdin.close()
+        a.close_input()
         assert a.proc.wait(10) == 0
         assert gone(tree, 5)
 
@@ -141,11 +225,10 @@ def test_dump_stacks_writes_python_stacks_to_the_task_stderr(tmp_path: Path) -> 
         a.next_of(TaskReport)  # "ready": the stack-dump handler is installed
         a.next_of(Output)  # "up": inside waiting_here
         a.send(DumpStacks())
-        assert a.proc.stdout is not None
-        lines = []
+        lines: list[str] = []
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not any("waiting_here" in x for x in lines):
-            lines.append(a.proc.stdout.readline().decode())
+            lines.append(a.next_of(Output, timeout=deadline - time.monotonic()).line)
         assert any("most recent call first" in x for x in lines)
         assert any("waiting_here" in x for x in lines)
 

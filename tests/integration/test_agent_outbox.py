@@ -1,0 +1,107 @@
+"""The agent's outbox over a real pipe: it never blocks, control messages overtake output (a
+task's exit only its own), stale heartbeats and progress are replaced, and output beyond the
+bound is dropped, counted and noticed."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from worker.outbox import OUTPUT_LIMIT_BYTES, WRITE_CHUNK_BYTES, Outbox
+from worker.protocol import Exited, Heartbeat, Message, Output, Progress, decode_event
+
+pytestmark = pytest.mark.timeout(30)
+
+SLOW_READER_NOTICE = re.compile(r"^\[tfcluster\] dropped (\d+) lines \(\d+ bytes\) of stdout: "
+                                r"the coordinator read more slowly")
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[int, int]]:
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    yield read_end, write_end
+    for fd in (read_end, write_end):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def drain(outbox: Outbox, read_end: int) -> list[Message]:
+    """Write and read until the outbox is empty; every message that came through."""
+    data = bytearray()
+    while True:
+        outbox.write()
+        try:
+            data += os.read(read_end, 1 << 20)
+        except BlockingIOError:
+            if not outbox.pending():
+                break
+    return [decode_event(bytes(line)) for line in data.splitlines()]
+
+
+def test_control_goes_first_and_an_exit_takes_only_its_own_output_along(
+        pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    outbox = Outbox(write_end)
+    for message in (Output(task="a", stream="stdout", line="a1"),
+                    Output(task="b", stream="stdout", line="b1"),
+                    Output(task="a", stream="stderr", line="a2"),
+                    Heartbeat(ts=1.0),
+                    Exited(task="a", ts=2.0, exit_code=3)):
+        outbox.put(message)
+    assert drain(outbox, read_end) == [
+        Heartbeat(ts=1.0),
+        Output(task="a", stream="stdout", line="a1"),
+        Output(task="a", stream="stderr", line="a2"),
+        Exited(task="a", ts=2.0, exit_code=3),
+        Output(task="b", stream="stdout", line="b1"),
+    ]
+
+
+def test_a_queued_heartbeat_or_progress_is_replaced_by_a_newer_one(
+        pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    outbox = Outbox(write_end)
+    for message in (Heartbeat(ts=1.0), Progress(task="a", step=1, ts=1.0),
+                    Progress(task="b", step=1, ts=1.0), Heartbeat(ts=2.0),
+                    Progress(task="a", step=2, ts=2.0)):
+        outbox.put(message)
+    assert drain(outbox, read_end) == [Progress(task="b", step=1, ts=1.0), Heartbeat(ts=2.0),
+                                       Progress(task="a", step=2, ts=2.0)]
+
+
+def test_output_nobody_reads_is_bounded_and_what_is_dropped_is_told(
+        pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    outbox = Outbox(write_end)
+    line = "x" * 1000
+    count = 3 * OUTPUT_LIMIT_BYTES // len(line)
+    for _ in range(count):  # nobody reads meanwhile: this must neither block nor grow unbounded
+        outbox.put(Output(task="a", stream="stdout", line=line))
+        outbox.write()
+    outbox.put(Heartbeat(ts=1.0))
+    received = drain(outbox, read_end)
+    # behind only what the pipe held and the one write under way, ahead of all queued output
+    ahead = fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ) + WRITE_CHUNK_BYTES
+    assert received.index(Heartbeat(ts=1.0)) <= ahead // len(line) + 2
+    lines = [m.line for m in received if isinstance(m, Output)]
+    notices = [int(match.group(1)) for text in lines if (match := SLOW_READER_NOTICE.match(text))]
+    assert notices
+    assert lines.count(line) + sum(notices) == count
+    assert lines.count(line) * len(line) < 1.5 * OUTPUT_LIMIT_BYTES
+
+
+def test_a_reader_that_is_gone_breaks_nothing(pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    outbox = Outbox(write_end)
+    os.close(read_end)
+    outbox.put(Heartbeat(ts=1.0))
+    outbox.write()
+    assert outbox.broken and not outbox.pending()
+    outbox.put(Exited(task="a", ts=1.0, exit_code=0))
+    assert not outbox.pending()
