@@ -23,6 +23,7 @@ print can never corrupt the protocol.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import selectors
 import signal
@@ -321,6 +322,9 @@ class Agent:
         if first is None:
             return 0
         launch, commands = first
+        if launch.process_table is not None:  # "~/..." names a path in this host's home
+            launch = dataclasses.replace(
+                launch, process_table=os.path.expanduser(launch.process_table))
         self.launch = launch
         if launch.process_table is not None:
             self.clear_leftovers(launch.process_table)

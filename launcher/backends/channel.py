@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import IO
 
 from launcher.backends.base import AgentClosed, AgentMessage, Sink
-from worker.protocol import Message, ProtocolError, Started, decode_event
+from worker.protocol import Message, ProtocolError, decode_event
 
 
 class AgentChannel:
@@ -27,7 +27,6 @@ class AgentChannel:
         self._on_message = on_message
         self._lock = threading.Lock()
         self._closed = False
-        self.task_pids: dict[str, int] = {}
         self._thread = threading.Thread(target=self._read_loop, name=f"agent-{host}",
                                         daemon=True)
 
@@ -66,8 +65,6 @@ class AgentChannel:
                 except ProtocolError as exc:
                     reason = f"agent sent a bad message: {exc}"
                     continue
-                if isinstance(message, Started):
-                    self.task_pids[message.task] = message.pid
                 if self._on_message is not None:
                     self._on_message(message)
                 self._sink(AgentMessage(self.host, message, time.time()))

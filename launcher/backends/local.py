@@ -7,14 +7,10 @@ then stops every task in order (TERM, grace period, KILL) instead of racing the 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import signal
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import psutil
 
 from launcher.backends.base import Sink
 from launcher.backends.channel import AgentChannel
@@ -22,14 +18,25 @@ from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
 from worker.protocol import Launch, Message
 
+#: How long to wait for the agent's reader thread to deliver its last messages.
+CHANNEL_JOIN_S = 5.0
+
+logger = logging.getLogger(__name__)
+
 
 class LocalAgentHandle:
-    def __init__(self, host: str, proc: subprocess.Popen[bytes], channel: AgentChannel) -> None:
+    """A local agent. Its tasks die with it (EOF, or PR_SET_PDEATHSIG if it is killed); anything
+    they left (children, double-forked grandchildren) is found through the process table the
+    agent keeps (:mod:`worker.process_table`), which names only processes provably its own, so a
+    stranger that reused a pid is never signalled."""
+
+    def __init__(self, host: str, proc: subprocess.Popen[bytes], channel: AgentChannel,
+                 process_table: str | None) -> None:
         self.host = host
         self._proc = proc
         self._channel = channel
+        self._process_table = process_table
         self._closed = False
-        self._known: list[psutil.Process] = []
 
     @property
     def pid(self) -> int:
@@ -39,46 +46,35 @@ class LocalAgentHandle:
         self._channel.send(message)
 
     def close_input(self) -> None:
-        self._known = self._processes()
         self._channel.close_input()
 
     def close(self, timeout_s: float) -> list[int]:
         if self._closed:
             return []
         self._closed = True
-        known = self._known or self._processes()
         self._channel.close_input()
         try:
             self._proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-        self._channel.join(5.0)
-        return _kill_leftovers(known)
+        self._channel.join(CHANNEL_JOIN_S)
+        return self._kill_leftovers()
 
-    def _processes(self) -> list[psutil.Process]:
-        """The agent's tasks and all their descendants, remembered before the agent goes."""
-        import psutil
+    def _kill_leftovers(self) -> list[int]:
+        """What the agent recorded and did not end itself (it was killed, or hung)."""
+        if self._process_table is None:
+            return []
+        from worker.process_table import ProcessTableError, kill_recorded, remove_table
 
-        procs: list[psutil.Process] = []
-        with contextlib.suppress(psutil.Error):
-            procs.extend(psutil.Process(self._proc.pid).children(recursive=True))
-        for pid in self._channel.task_pids.values():
-            with contextlib.suppress(psutil.Error):
-                procs.append(psutil.Process(pid))
-        return procs
-
-
-def _kill_leftovers(procs: list[psutil.Process]) -> list[int]:
-    """KILL whatever is still alive (psutil checks create time, so a reused pid is safe)."""
-    import psutil
-
-    alive = [p for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(signal.SIGKILL)
-    psutil.wait_procs(alive, timeout=5)
-    return [p.pid for p in alive]
+        try:
+            killed = kill_recorded(self._process_table)
+        except ProcessTableError as exc:
+            logger.warning("%s: %s", self.host, exc)
+            killed = []
+        with contextlib.suppress(OSError):
+            remove_table(self._process_table)
+        return killed
 
 
 class LocalBackend:
@@ -104,4 +100,4 @@ class LocalBackend:
         channel = AgentChannel(host.name, proc.stdout, proc.stdin, sink)
         channel.start()
         channel.send(launch)
-        return LocalAgentHandle(host.name, proc, channel)
+        return LocalAgentHandle(host.name, proc, channel, launch.process_table)

@@ -6,7 +6,9 @@ result, ``tfcluster run`` hands it to the backends, and tests inspect it directl
 
 from __future__ import annotations
 
+import hashlib
 import os
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +21,11 @@ from worker import env
 from worker.protocol import Launch, TaskLaunch
 from worker.tfconfig import EVALUATOR, TaskId, TFConfig, build_cluster, checkpoint_writer, task_order
 
+#: Where agents' process tables go: under the run directory for local agents, under the login
+#: user's home on a remote host (the agent expands ``~``).
+AGENTS_DIR = "agents"
+REMOTE_AGENTS_DIR = "~/.cache/tfcluster/agents"
+PROCESS_TABLE_SUFFIX = ".processes.json"
 #: Interpreter used on remote hosts when the spec does not name one.
 REMOTE_PYTHON = "python3"
 LOCAL_ADDRESS = "localhost"
@@ -106,7 +113,18 @@ class LaunchPlan:
                       cluster={kind: list(addrs) for kind, addrs in self.cluster.items()},
                       heartbeat_interval_s=self.heartbeat_interval_s,
                       grace_period_s=self.grace_period_s,
-                      coordinator_timeout_s=self.heartbeat_timeout_s)
+                      coordinator_timeout_s=self.heartbeat_timeout_s,
+                      process_table=self.process_table(host))
+
+    def process_table(self, host: HostPlan) -> str | None:
+        """Where ``host``'s agent records every process it owns, the same file for every attempt,
+        so that what a killed agent left is found and killed (by the coordinator for a local
+        agent, by the next agent on a remote host). None without a run directory (a preview)."""
+        if not self.run_dir:
+            return None
+        if host.local:
+            return os.path.join(self.run_dir, AGENTS_DIR, f"{host.name}{PROCESS_TABLE_SUFFIX}")
+        return remote_process_table(self.run_dir, host.name)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form printed by ``tfcluster plan --json`` (a contract: tests read it)."""
@@ -131,6 +149,14 @@ class LaunchPlan:
                 for t in self.tasks
             ],
         }
+
+
+def remote_process_table(run_dir: str, host: str) -> str:
+    """The process table of ``host``'s agent, on that host (``~`` is its login's home)."""
+    run = os.path.normpath(run_dir)
+    unique = hashlib.sha256(run.encode()).hexdigest()[:12]  # runs may share a basename
+    name = f"{os.path.basename(run)}-{unique}-{host}{PROCESS_TABLE_SUFFIX}"
+    return posixpath.join(REMOTE_AGENTS_DIR, name)
 
 
 def entrypoint_argv(spec: ClusterSpec, python: str) -> tuple[str, ...]:
