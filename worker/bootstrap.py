@@ -22,6 +22,7 @@ import traceback
 from types import TracebackType
 
 from worker import reporting
+from worker.task_reports import ReportKind
 
 STACK_DUMP_SIGNAL = signal.SIGUSR1
 _HIDDEN_FILES = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
@@ -46,7 +47,7 @@ def _user_frames(tb: TracebackType | None) -> TracebackType | None:
 def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
     tb = _user_frames(tb)
     text = "".join(traceback.format_exception(kind, value, tb))
-    reporting.send({"kind": "error", "traceback": reporting.fit_traceback(text)})
+    reporting.send({"kind": ReportKind.ERROR.value, "traceback": reporting.fit_traceback(text)})
     sys.__excepthook__(kind, value, tb)
 
 
@@ -55,7 +56,7 @@ def main(argv: list[str]) -> None:
         sys.exit("usage: python -m worker.bootstrap (-m MODULE | SCRIPT) [ARGS...]")
     enable_stack_dumps()
     sys.excepthook = _excepthook
-    reporting.send({"kind": "ready", "pid": os.getpid(), "stack_dumps": True})
+    reporting.send({"kind": ReportKind.READY.value, "pid": os.getpid(), "stack_dumps": True})
     if argv[0] == "-m":
         module, args = argv[1], argv[2:]
         sys.argv = [module, *args]

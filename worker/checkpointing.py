@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from worker.env import PREEMPTION_EXIT_CODE
 from worker.preemption import PreemptionWatcher
 from worker.reporting import send as report_send
+from worker.task_reports import ReportKind
 from worker.tfconfig import EVALUATOR
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ class TrainingCheckpoint:
             self.checkpoint.restore(path).assert_existing_objects_matched()
         except Exception as exc:
             error = str(exc)[:_MAX_ERROR]  # keep the report line under PIPE_BUF
-            report_send({"kind": "restore_failed", "checkpoint": path, "error": error})
+            report_send({"kind": ReportKind.RESTORE_FAILED.value, "checkpoint": path, "error": error})
             raise
         self.restored_from = path
         step = int(self.step.numpy())
@@ -175,7 +176,7 @@ class TrainingCheckpoint:
             return False
         if self._saved_step != step:
             self.save(step)
-        report_send({"kind": "preempted", "step": step})
+        report_send({"kind": ReportKind.PREEMPTED.value, "step": step})
         if self._saved_step == step:
             log.info("preempted: checkpoint saved at step %d on %s", step, self.ctx.task)
         else:  # no checkpoint directory: stop together all the same

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from worker.env import REPORT_FD as REPORT_FD_ENV
+from worker.task_reports import ReportKind
 
 #: Keep lines below PIPE_BUF (4096 on Linux) so that concurrent writers never interleave.
 _MAX_LINE = 4000
@@ -47,7 +48,7 @@ def send(message: Mapping[str, Any]) -> bool:
     if fd is None:
         return False
     line = (json.dumps(message, separators=(",", ":"), default=_jsonable) + "\n").encode()
-    if len(line) > _MAX_LINE and message.get("kind") != "error":
+    if len(line) > _MAX_LINE and message.get("kind") != ReportKind.ERROR:
         return False
     with _lock:
         try:
@@ -75,7 +76,7 @@ def fit_traceback(text: str) -> str:
     max_chars = MAX_TRACEBACK_CHARS
     while True:
         short = shorten_middle(text, max_chars)
-        line = json.dumps({"kind": "error", "traceback": short}, separators=(",", ":"))
+        line = json.dumps({"kind": ReportKind.ERROR.value, "traceback": short}, separators=(",", ":"))
         if len(line) < MAX_REPORT_LINE_BYTES or max_chars <= TRACEBACK_TAIL_CHARS:
             return short
         max_chars //= 2
@@ -106,4 +107,4 @@ def report(step: int, **metrics: Any) -> None:
     """
     clean = {name: _finite(_jsonable(v) if not isinstance(v, int | float) else v)
              for name, v in metrics.items()}
-    send({"kind": "progress", "step": int(step), "metrics": clean})
+    send({"kind": ReportKind.PROGRESS.value, "step": int(step), "metrics": clean})

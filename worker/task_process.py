@@ -35,7 +35,7 @@ from worker.protocol import (
     TaskUsage,
 )
 from worker.reporting import MAX_REPORT_LINE_BYTES, MAX_TRACEBACK_CHARS, shorten_middle
-from worker.task_reports import BadReport, FailureReport, OtherReport, StepReport, parse_report
+from worker.task_reports import BadReport, FailureReport, OtherReport, ReportKind, StepReport, parse_report
 
 STDOUT, STDERR, REPORT = "stdout", "stderr", "report"
 #: An output line longer than this is relayed in pieces of this size.
@@ -201,7 +201,7 @@ class TaskProcess:
         if isinstance(report, FailureReport):  # travels with the exit message
             self.traceback = shorten_middle(report.traceback, MAX_TRACEBACK_CHARS)
             return []
-        if isinstance(report, OtherReport) and report.kind == "ready":
+        if isinstance(report, OtherReport) and report.kind == ReportKind.READY:
             self.stack_dumps = report.data.get("stack_dumps") is True
         if not pipe.budget.admit(len(raw) + 1, now):
             return []

@@ -14,7 +14,19 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
+
+
+class ReportKind(str, Enum):
+    """The kinds of report a task sends and both ends understand (the one list of them)."""
+
+    PROGRESS = "progress"  # worker.report(step, **metrics)
+    ERROR = "error"  # the traceback of the exception the task dies of (worker.bootstrap)
+    READY = "ready"  # the bootstrap is up: stack dumps can be asked for
+    RESTORE_FAILED = "restore_failed"  # the resume checkpoint could not be restored
+    PREEMPTED = "preempted"  # a preemption notice was seen: every task saves and stops
+
 
 #: Deeper data is refused: it could not be re-encoded without exhausting Python's recursion limit.
 MAX_DEPTH = 32
@@ -65,9 +77,9 @@ def parse_report(raw: bytes) -> Report:
     kind = message.pop("kind", None)
     if not isinstance(kind, str) or not kind:
         raise BadReport(f"'kind' must be a non-empty string, not {_show(kind)}")
-    if kind == "progress":
+    if kind == ReportKind.PROGRESS:
         return StepReport(step=_step(message.get("step")), metrics=_metrics(message.get("metrics")))
-    if kind == "error":
+    if kind == ReportKind.ERROR:
         traceback = message.get("traceback")
         if not isinstance(traceback, str):
             raise BadReport(f"error 'traceback' must be a string, not {_show(traceback)}")

@@ -50,6 +50,7 @@ from worker.protocol import (
     TaskReport,
     Terminate,
 )
+from worker.task_reports import ReportKind
 
 Emit = Callable[[Event], None]
 
@@ -245,8 +246,11 @@ class AttemptRunner:
         if due:
             self.emit(TaskProgress(self.attempt, task=message.task, step=message.step,
                                    metrics=message.metrics, first=first))
-        if first:
-            self._check_start_steps(received_at)
+        # MWMS tasks run in lock-step: tasks that begin at different steps restored different
+        # checkpoints, and the collectives will fail
+        if first and (firsts := self.tasks.start_steps()) is not None:
+            self._record_failure(step_mismatch(firsts, self.plan.attempt, received_at))
+            self._stop("tasks started from different steps")
         if self.hooks is not None and self.stopping_since is None:
             self.hooks.on_progress(self, message.task, message.step)
 
@@ -254,26 +258,17 @@ class AttemptRunner:
         host = self.tasks[task].plan.host
         return host if self.agents.send(host, SignalTasks(signal=sig.name, task=task)) else None
 
-    def _check_start_steps(self, now: float) -> None:
-        """MWMS tasks run in lock-step: if they begin at different steps, they restored different
-        checkpoints, and the collectives will fail ("Collective instance ... expected ...")."""
-        firsts = self.tasks.start_steps()
-        if firsts is None:
-            return
-        self._record_failure(step_mismatch(firsts, self.plan.attempt, now))
-        self._stop("tasks started from different steps")
-
     def _on_report(self, message: TaskReport) -> None:
-        if message.kind == "restore_failed":
+        if message.kind == ReportKind.RESTORE_FAILED:
             checkpoint = str(message.data.get("checkpoint", ""))
             self.tasks[message.task].restore_failed = checkpoint
             self.bad_checkpoints.add(checkpoint)
             self.console.warn(f"{message.task} could not restore {checkpoint}: "
                               f"{message.data.get('error', '')}")
-        elif message.kind == "preempted":
+        elif message.kind == ReportKind.PREEMPTED:
             self.emit(TaskPreempted(self.attempt, task=message.task,
                                     step=message.data.get("step")))
-        elif message.kind != "ready":
+        elif message.kind != ReportKind.READY:
             self.console.say(f"{message.task} reported {message.kind}: {message.data}")
 
     def _on_exited(self, host: str, message: Exited, received_at: float) -> None:
