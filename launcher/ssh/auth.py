@@ -25,6 +25,11 @@ from launcher.ssh.config import SshTarget
 from launcher.ssh.deadline import Deadline
 from launcher.ssh.errors import AuthenticationError
 
+#: Longest wait for the server to answer one authentication attempt, seconds.
+AUTH_TIMEOUT_S = 30.0
+#: paramiko treats 0 as "no time-out": the least any time-out is given, seconds.
+MIN_TIMEOUT_S = 0.1
+
 
 @dataclass(frozen=True)
 class _Candidate:
@@ -101,7 +106,7 @@ def authenticate(transport: paramiko.Transport, target: SshTarget, deadline: Dea
             seen.add(blob)
             what = (f"{candidate.label} ({known_hosts.blob_type(blob)} "
                     f"{known_hosts.fingerprint(blob)})")
-            transport.auth_timeout = max(deadline.left(30.0), 0.1)
+            transport.auth_timeout = max(deadline.left(AUTH_TIMEOUT_S), MIN_TIMEOUT_S)
             try:
                 more = transport.auth_publickey(target.user, candidate.key)
             except paramiko.BadAuthenticationType as exc:

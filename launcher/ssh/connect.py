@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import paramiko
 
 from launcher.ssh import known_hosts
-from launcher.ssh.auth import authenticate
+from launcher.ssh.auth import MIN_TIMEOUT_S, authenticate
 from launcher.ssh.config import SshTarget
 from launcher.ssh.deadline import DEFAULT_CONNECT_TIMEOUT_S, Deadline
 from launcher.ssh.errors import (
@@ -42,6 +42,10 @@ from launcher.ssh.errors import (
 from launcher.ssh.known_hosts import HostKeyStatus, Verdict
 
 DEFAULT_TRIES = 3
+#: Longest a remote command run by tfcluster (a pre-flight probe) may take, seconds.
+COMMAND_TIMEOUT_S = 60.0
+#: How much of a remote command's output is read at a time, bytes.
+READ_CHUNK_BYTES = 32768
 DEFAULT_BACKOFF_S = 0.5
 #: paramiko sends an SSH keepalive after this much silence (NAT tables, idle firewalls).
 KEEPALIVE_S = 15
@@ -110,7 +114,8 @@ class SshConnection:
         finally:
             watchdog.cancel()
 
-    def run(self, command: str, deadline: Deadline, cap_s: float = 60.0) -> CommandResult:
+    def run(self, command: str, deadline: Deadline,
+            cap_s: float = COMMAND_TIMEOUT_S) -> CommandResult:
         """Run ``command`` (a shell string) and collect its output; bounded by the deadline."""
         channel = self.open_session(deadline)
         with contextlib.closing(channel):
@@ -147,12 +152,12 @@ def _drain(channel: paramiko.Channel) -> tuple[bytes, bytes]:
 
     def read_stderr() -> None:
         with contextlib.suppress(OSError):
-            while chunk := channel.recv_stderr(32768):
+            while chunk := channel.recv_stderr(READ_CHUNK_BYTES):
                 err.extend(chunk)
 
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
-    while chunk := channel.recv(32768):
+    while chunk := channel.recv(READ_CHUNK_BYTES):
         out.extend(chunk)
     reader.join(channel.gettimeout())
     return bytes(out), bytes(err)
@@ -212,7 +217,7 @@ def _open_socket(target: SshTarget, options: ConnectOptions, deadline: Deadline)
             error = (f"timed out after {timeout:.1f}s" if isinstance(exc, TimeoutError)
                      else f"[Errno {exc.errno}] {exc.strerror}")
             pause = options.backoff_s * 2 ** (tries - 1)
-            if tries >= options.tries or deadline.left(pause + 0.1) < pause + 0.1:
+            if tries >= options.tries or deadline.left(pause + MIN_TIMEOUT_S) < pause + MIN_TIMEOUT_S:
                 raise UnreachableError(target.name, target.address, error, tries) from exc
             time.sleep(pause)  # backoff between tries, not synchronisation
             continue
@@ -257,7 +262,7 @@ def _establish(target: SshTarget, sock: socket.socket | paramiko.Channel,
 def _handshake(transport: paramiko.Transport, target: SshTarget, deadline: Deadline,
                options: ConnectOptions) -> None:
     budget = deadline.left(options.timeout_s)
-    transport.banner_timeout = transport.handshake_timeout = max(budget, 0.1)
+    transport.banner_timeout = transport.handshake_timeout = max(budget, MIN_TIMEOUT_S)
     done = threading.Event()
     try:
         transport.start_client(event=done)
