@@ -7,7 +7,9 @@ protobuf: ``model_checkpoint_path`` / ``all_model_checkpoint_paths``) beside ``<
 
 A checkpoint is complete when its ``.index`` file and every one of its data shards exist and are not
 empty. The newest complete one that has not been marked bad (a task failed to restore it) wins; the
-ones skipped on the way are reported with the reason.
+ones skipped on the way are reported with the reason. Whatever the state file holds, discovery never
+raises: an entry that cannot be decoded (a bad escape, bytes that are not UTF-8, a NUL) is skipped
+with the reason, like an incomplete checkpoint.
 
 File access goes through :class:`CheckpointFS`, so the same code reads a local directory or, when the
 chief is remote, one over SFTP.
@@ -15,7 +17,6 @@ chief is remote, one over SFTP.
 
 from __future__ import annotations
 
-import codecs
 import os
 import posixpath
 import re
@@ -29,7 +30,18 @@ KERAS_CHIEF_DIR = "chief"
 WORKER_TEMP_PREFIX = "workertemp_"
 
 _STATE_LINE = re.compile(r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"(.*)"\s*$')
-_STEP = re.compile(r"-(\d+)$")
+#: A step number has at most 19 digits (TensorFlow's checkpoint_number is an int64); a longer run
+#: of digits is not a step (and ``int()`` of more than 4300 digits raises).
+_STEP = re.compile(r"-([0-9]{1,19})$")
+#: One escape of protobuf's text format (as TensorFlow writes the state file): octal, hex, \u,
+#: \U, a one-letter escape, or a backslash that ends the string.
+_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})"
+                     r"|(.)|$)", re.DOTALL)
+_SIMPLE_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92, "?": 63,
+                   "'": 39, '"': 34}
+_BYTE_MAX = 255
+#: An entry that cannot be decoded is quoted in the report up to this many characters.
+_SHOWN_ENTRY_CHARS = 200
 _SHARD = re.compile(r"\.data-(\d+)-of-(\d+)$")
 
 
@@ -55,19 +67,19 @@ class LocalFS:
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 return handle.read()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL in the path
             return None
 
     def listdir(self, path: str) -> list[str] | None:
         try:
             return os.listdir(path)
-        except OSError:
+        except (OSError, ValueError):
             return None
 
     def size(self, path: str) -> int | None:
         try:
             return os.stat(path).st_size
-        except OSError:
+        except (OSError, ValueError):
             return None
 
     def is_dir(self, path: str) -> bool:
@@ -101,16 +113,83 @@ def step_of(prefix: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def parse_state(text: str) -> list[str]:
-    """Checkpoint paths named by a ``checkpoint`` state file, newest first."""
+@dataclass(frozen=True)
+class StateEntries:
+    """What a ``checkpoint`` state file names: the paths it could be decoded to, newest first, and
+    the entries it could not (each as written, with why)."""
+
+    paths: tuple[str, ...]
+    unreadable: tuple[Skipped, ...] = ()
+
+
+class _Undecodable(ValueError):
+    """A state file entry that names no path: the message says why."""
+
+
+def _plain_bytes(plain: str) -> bytes:
+    """Unescaped text of an entry as bytes; ``_Undecodable`` for a quote or a lone surrogate."""
+    if '"' in plain:
+        raise _Undecodable('an unescaped " inside the quoted path')
+    try:
+        return plain.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Undecodable("it holds a character that is not UTF-8") from None
+
+
+def _unescape(written: str) -> str:
+    """A string field of protobuf's text format (C escapes; TensorFlow writes non-ASCII bytes as
+    octal, ``\\303\\251`` is "é") to the path it names; ``_Undecodable`` if it names none."""
+    out = bytearray()
+    position = 0
+    for found in _ESCAPE.finditer(written):
+        out += _plain_bytes(written[position:found.start()])
+        position = found.end()
+        octal, hexa, short, long, letter = found.groups()
+        if octal is not None or hexa is not None:
+            value = int(octal, 8) if octal is not None else int(hexa, 16)
+            if value > _BYTE_MAX:
+                raise _Undecodable(f"the escape \\{octal} is not a byte")
+            out.append(value)
+        elif short is not None or long is not None:
+            try:
+                out += chr(int(short or long, 16)).encode("utf-8")
+            except (ValueError, UnicodeEncodeError):
+                raise _Undecodable(f"the escape {found.group()} is not a character") from None
+        elif letter is not None and letter in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[letter])
+        elif letter is not None:
+            raise _Undecodable(f"unknown escape \\{letter}" if letter not in "xuU"
+                               else f"the escape \\{letter} lacks its hex digits")
+        else:
+            raise _Undecodable("a lone backslash ends the quoted path")
+    out += _plain_bytes(written[position:])
+    try:
+        path = out.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Undecodable("its bytes are not UTF-8") from None
+    if "\0" in path:
+        raise _Undecodable("it contains a NUL byte")
+    return path
+
+
+def read_state(text: str) -> StateEntries:
+    """Checkpoint paths named by a ``checkpoint`` state file, newest first, and the entries that
+    name no path (skipped with the reason). Never raises, whatever ``text`` holds."""
     latest: str | None = None
     listed: list[str] = []
+    unreadable: list[Skipped] = []
     for line in text.splitlines():
         found = _STATE_LINE.match(line)
         if not found:
             continue
-        # protobuf text format: C escapes, non-ASCII bytes as octal (\303\251 is "é")
-        value = codecs.escape_decode(found.group(2).encode())[0].decode("utf-8", "replace")
+        try:
+            value = _unescape(found.group(2))
+        except _Undecodable as exc:
+            written = found.group(2)
+            shown = (written if len(written) <= _SHOWN_ENTRY_CHARS
+                     else written[:_SHOWN_ENTRY_CHARS] + f"... ({len(written)} characters)")
+            unreadable.append(Skipped(shown, f"unreadable entry in the state file: {exc}"))
+            continue
         if found.group(1) == "model_checkpoint_path":
             latest = value
         else:
@@ -118,7 +197,13 @@ def parse_state(text: str) -> list[str]:
     ordered = list(reversed(listed))
     if latest is not None and latest not in ordered:
         ordered.insert(0, latest)
-    return ordered
+    return StateEntries(tuple(ordered), tuple(unreadable))
+
+
+def parse_state(text: str) -> list[str]:
+    """Checkpoint paths named by a ``checkpoint`` state file, newest first (entries that name no
+    path are left out: :func:`read_state` says why)."""
+    return list(read_state(text).paths)
 
 
 def chief_directory(fs: CheckpointFS, directory: str) -> str | None:
@@ -130,16 +215,17 @@ def chief_directory(fs: CheckpointFS, directory: str) -> str | None:
     return None
 
 
-def _candidates(fs: CheckpointFS, directory: str, names: list[str]) -> list[str]:
-    """Prefixes from the state file (newest first), then any other ``*.index`` by step."""
-    state = fs.read_text(posixpath.join(directory, STATE_FILE))
-    from_state = [p if posixpath.isabs(p) else posixpath.join(directory, p)
-                  for p in parse_state(state or "")]
+def _candidates(fs: CheckpointFS, directory: str, names: list[str]
+                ) -> tuple[list[str], tuple[Skipped, ...]]:
+    """Prefixes from the state file (newest first), then any other ``*.index`` by step; and the
+    state file's entries that name no path."""
+    state = read_state(fs.read_text(posixpath.join(directory, STATE_FILE)) or "")
+    from_state = [p if posixpath.isabs(p) else posixpath.join(directory, p) for p in state.paths]
     on_disk = [posixpath.join(directory, n[: -len(".index")]) for n in names
                if n.endswith(".index")]
     extra = sorted((p for p in on_disk if p not in from_state),
                    key=lambda p: step_of(p) or -1, reverse=True)
-    return list(dict.fromkeys(from_state + extra))
+    return list(dict.fromkeys(from_state + extra)), state.unreadable
 
 
 def completeness_problem(fs: CheckpointFS, prefix: str, names: Collection[str]) -> str | None:
@@ -174,8 +260,9 @@ def latest_checkpoint(directory: str, fs: CheckpointFS | None = None,
         return Discovery(None, (), None)
     names = fs.listdir(found_in) or []
     bad_set = set(bad)
-    skipped: list[Skipped] = []
-    for prefix in _candidates(fs, found_in, names):
+    candidates, unreadable = _candidates(fs, found_in, names)
+    skipped = list(unreadable)
+    for prefix in candidates:
         if prefix in bad_set:
             skipped.append(Skipped(prefix, "a task failed to restore it"))
             continue

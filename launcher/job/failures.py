@@ -2,6 +2,14 @@
 
 The earliest failure of an attempt is its root cause and is always reported first, in the spirit of
 torchelastic's ``ChildFailedError`` ("Root Cause (first observed failure)").
+
+A failure keeps the evidence as the agent sent it; what is *shown* and *recorded* of it is bounded
+and has its secrets masked (:func:`launcher.plan.secrets.redact_text`): :meth:`TaskFailure.evidence`
+(the root-cause block on the console) prints at most :data:`EVIDENCE_STDERR_LINES` lines of stderr or
+:data:`EVIDENCE_TRACEBACK_LINES` of a traceback, each cut at :data:`EVIDENCE_LINE_CHARS`; and
+:meth:`TaskFailure.to_dict` (events, ``summary.json``) stores at most :data:`STORED_TRACEBACK_CHARS`
+of the traceback (its end, which holds the exception) and :data:`STORED_STDERR_CHARS` of the stderr
+tail. Every cut says how much was left out; the whole text is in the task's log.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from launcher.plan.secrets import redact_text
 from worker.env import PREEMPTION_EXIT_CODE
 from worker.protocol import Exited
 
@@ -37,6 +46,75 @@ _NOISE = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|All log messages before absl::In
 
 #: What TensorFlow prints when its gRPC server cannot bind the task's port.
 GRPC_BIND_FAILURE = "Could not start gRPC server"
+
+#: The root-cause block shows at most this many (non-noise) lines of stderr...
+EVIDENCE_STDERR_LINES = 15
+#: ... or this many lines of the traceback (its end: the innermost frames and the exception).
+EVIDENCE_TRACEBACK_LINES = 2 * EVIDENCE_STDERR_LINES
+#: Each line shown is cut at this many characters.
+EVIDENCE_LINE_CHARS = 500
+#: ``to_dict`` keeps this many characters of the traceback, from its end.
+STORED_TRACEBACK_CHARS = 16 * 1024
+#: ``to_dict`` keeps the newest stderr lines up to this many characters in all...
+STORED_STDERR_CHARS = 16 * 1024
+#: ... each cut at this many, so one huge line does not crowd out the others.
+STORED_LINE_CHARS = 2 * 1024
+#: ``to_dict`` and the headline keep this many characters of the failure's message.
+STORED_MESSAGE_CHARS = 2 * 1024
+#: Text this far past a cut is masked along with what is kept, so that a secret that straddles
+#: the cut is still recognised.
+REDACT_MARGIN_CHARS = 1024
+#: How a cut is marked.
+ELLIPSIS = "\u2026"
+
+
+def clip_line(line: str, limit: int) -> str:
+    """``line`` with its secrets masked, cut to its first ``limit`` characters (the cut said).
+    Only the kept part and a margin are scanned, so a 10 MB line costs no more than a short one."""
+    if len(line) <= limit:
+        return redact_text(line)
+    head = redact_text(line[:limit + REDACT_MARGIN_CHARS])[:limit]
+    return f"{head}{ELLIPSIS} [{len(line) - limit} more characters, see the task log]"
+
+
+def clip_tail(text: str, limit: int) -> str:
+    """``text`` with its secrets masked, cut to its last ``limit`` characters (the cut said)."""
+    if len(text) <= limit:
+        return redact_text(text)
+    tail = redact_text(text[-(limit + REDACT_MARGIN_CHARS):])[-limit:]
+    return f"{ELLIPSIS} [{len(text) - limit} earlier characters, see the task log]\n{tail}"
+
+
+def last_lines(text: str, count: int) -> list[str]:
+    """The last ``count`` lines of ``text`` (a final newline ends the last line), found from the
+    end so that a huge text is not split whole."""
+    text = text.rstrip("\n")
+    lines: list[str] = []
+    end = len(text)
+    while end >= 0 and len(lines) < count and text:
+        start = text.rfind("\n", 0, end) + 1
+        lines.append(text[start:end])
+        end = start - 1
+    lines.reverse()
+    return lines
+
+
+def clip_lines(lines: Sequence[str], total: int, each: int) -> list[str]:
+    """The newest of ``lines`` that fit in ``total`` characters, each :func:`clip_line`-d to
+    ``each``; a first line says how many older ones were left out."""
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        clipped = clip_line(line, each)
+        if used + len(clipped) > total:
+            break
+        kept.append(clipped)
+        used += len(clipped)
+    kept.reverse()
+    left_out = len(lines) - len(kept)
+    if left_out:
+        kept.insert(0, f"{ELLIPSIS} [{left_out} earlier line(s), see the task log]")
+    return kept
 
 
 def exit_code_for_signal(number: int) -> int:
@@ -78,29 +156,40 @@ class TaskFailure:
         return 1
 
     def headline(self) -> str:
+        """One line: which task failed, where, and how (its message masked and bounded)."""
         where = f"{self.task} on {self.host} (attempt {self.attempt})"
+        message = None if self.message is None else clip_line(self.message, STORED_MESSAGE_CHARS)
         if self.kind is FailureKind.PREEMPTED:
             return f"{where} was preempted: it saved a checkpoint and exited {self.exit_code}"
         if self.kind is FailureKind.PORT_CONFLICT:
             return f"{where} could not bind its gRPC port (port taken by another process)"
-        if self.message and self.exit_code is None and self.signal is None:
-            return f"{where}: {self.message}"
+        if message and self.exit_code is None and self.signal is None:
+            return f"{where}: {message}"
         how = f"was killed by {self.signal}" if self.signal else f"exited with code {self.exit_code}"
-        if self.message:
-            how += f": {self.message}"
+        if message:
+            how += f": {message}"
         return f"{where} {how}"
 
-    def evidence(self, lines: int = 15) -> list[str]:
-        """The traceback if the script died of an exception, else the last lines of stderr
-        (without TensorFlow's start-up chatter, which never explains a failure)."""
+    def evidence(self, lines: int = EVIDENCE_STDERR_LINES) -> list[str]:
+        """The end of the traceback if the script died of an exception (``2 * lines`` lines), else
+        the last ``lines`` lines of stderr without TensorFlow's start-up chatter, which never
+        explains a failure. Each line is masked and cut at :data:`EVIDENCE_LINE_CHARS`."""
         if self.traceback:
-            return self.traceback.rstrip("\n").splitlines()[-lines * 2:]
-        return [line for line in self.stderr_tail if not _NOISE.search(line)][-lines:]
+            chosen = last_lines(self.traceback, 2 * lines)
+        else:
+            chosen = [line for line in self.stderr_tail if not _NOISE.search(line)][-lines:]
+        return [clip_line(line, EVIDENCE_LINE_CHARS) for line in chosen]
 
     def to_dict(self) -> dict[str, Any]:
+        """The failure as recorded in events and ``summary.json``: evidence masked and bounded
+        (:data:`STORED_TRACEBACK_CHARS`, :data:`STORED_STDERR_CHARS`, :data:`STORED_MESSAGE_CHARS`)."""
         data = asdict(self)
         data["kind"] = self.kind.value
-        data["stderr_tail"] = list(self.stderr_tail)
+        data["traceback"] = (None if self.traceback is None
+                             else clip_tail(self.traceback, STORED_TRACEBACK_CHARS))
+        data["stderr_tail"] = clip_lines(self.stderr_tail, STORED_STDERR_CHARS, STORED_LINE_CHARS)
+        data["message"] = (None if self.message is None
+                           else clip_line(self.message, STORED_MESSAGE_CHARS))
         data["detection_latency_ms"] = round(self.detection_latency_s * 1000, 3)
         return data
 

@@ -33,9 +33,29 @@ _LOWEST = 20000
 
 
 class PortExhaustedError(TfclusterError):
-    def __init__(self, wanted: int, low: int, high: int) -> None:
-        super().__init__(f"could not find {wanted} free port(s) in {low}-{high}: fewer tasks, "
-                         "or give the tasks explicit ports in a spec")
+    """Fewer ports than tasks could be found; the message says how many and what to do. Like every
+    :class:`TfclusterError` it reaches the user as one line, without a traceback."""
+
+    def __init__(self, wanted: int, low: int, high: int, found: int | None = None) -> None:
+        self.wanted, self.low, self.high, self.found = wanted, low, high, found
+        span = high - low + 1
+        where = (f"could not find {wanted} free port(s) in {low}-{high} (the ports outside this "
+                 "host's ephemeral range)")
+        if wanted > span:
+            what = (f", which holds only {span}: run at most {span} tasks with allocated ports on "
+                    "this host")
+        else:
+            free = "" if found is None else f", only {found} are free"
+            what = f"{free}: stop other jobs that hold ports in that range, run fewer tasks"
+        super().__init__(f"{where}{what}, or give the tasks explicit ports in a spec")
+
+
+class PortLockError(TfclusterError):
+    """The directory of port lock files cannot be used (another user's, read-only, full)."""
+
+    def __init__(self, lock_dir: Path, exc: OSError) -> None:
+        super().__init__(f"cannot use the port lock directory {lock_dir}: {exc.strerror or exc} "
+                         "(set TMPDIR to a directory of your own)")
 
 
 def ephemeral_range() -> tuple[int, int]:
@@ -83,33 +103,47 @@ class PortAllocator:
         self._held: dict[int, int] = {}  # port -> fd of its lock file
 
     def allocate(self, count: int, avoid: Iterable[int] = ()) -> list[int]:
-        """``count`` distinct free ports, none of them in ``avoid``; raises PortExhaustedError."""
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        """``count`` distinct free ports, none of them in ``avoid``. Raises PortExhaustedError when
+        there are too few, PortLockError when the lock directory cannot be used (both are
+        TfclusterErrors: one line for the user); after an error no port of this call stays held."""
         avoided = set(avoid) | set(self._held)
         span = self.high - self.low + 1
+        if count > span:
+            raise PortExhaustedError(count, self.low, self.high)
+        try:
+            self.lock_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PortLockError(self.lock_dir, exc) from None
         start = random.randrange(span)
         chosen: list[int] = []
-        for offset in range(span):
-            if len(chosen) == count:
-                break
-            port = self.low + (start + offset) % span
-            if port in avoided:
-                continue
-            fd = self._lock(port)
-            if fd is None:
-                continue
-            if port_is_free(port):
-                self._held[port] = fd
-                chosen.append(port)
-            else:
-                os.close(fd)
+        try:
+            for offset in range(span):
+                if len(chosen) == count:
+                    break
+                port = self.low + (start + offset) % span
+                if port in avoided:
+                    continue
+                fd = self._lock(port)
+                if fd is None:
+                    continue
+                if port_is_free(port):
+                    self._held[port] = fd
+                    chosen.append(port)
+                else:
+                    os.close(fd)
+        except PortLockError:
+            self.release(chosen)
+            raise
         if len(chosen) < count:
             self.release(chosen)
-            raise PortExhaustedError(count, self.low, self.high)
+            raise PortExhaustedError(count, self.low, self.high, found=len(chosen))
         return chosen
 
     def _lock(self, port: int) -> int | None:
-        fd = os.open(self.lock_dir / f"{port}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fd = os.open(self.lock_dir / f"{port}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as exc:
+            raise PortLockError(self.lock_dir, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -1,4 +1,9 @@
-"""``tfcluster plan``: a LaunchPlan as text for people or as JSON for machines (secrets masked)."""
+"""``tfcluster plan``: a LaunchPlan as text for people or as JSON for machines.
+
+Secrets are masked in both (env values, credentials in URLs and options of argv words:
+:mod:`launcher.plan.secrets`); the text form also shows control characters escaped (``\\n``,
+``\\x1b``, ``\\u202e``), so no value can break a line, recolour the terminal or reorder what is
+shown. TF_CONFIG is shown as it is: it holds addresses only."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import shlex
 from typing import Any
 
 from launcher.plan.planner import LaunchPlan
-from launcher.plan.secrets import masked
+from launcher.plan.secrets import masked, redact_argv
 from worker import env
 
 _SHOWN_APART = {env.TF_CONFIG}
@@ -16,8 +21,19 @@ _SHOWN_APART = {env.TF_CONFIG}
 def plan_json(launch_plan: LaunchPlan) -> str:
     data: dict[str, Any] = launch_plan.to_dict()
     for task in data["tasks"]:
+        tf_config = task["env"].get(env.TF_CONFIG)
         task["env"] = masked(task["env"])
+        if tf_config is not None:
+            task["env"][env.TF_CONFIG] = tf_config
+        task["argv"] = redact_argv(task["argv"])
     return json.dumps(data, indent=2)
+
+
+def shown(text: str) -> str:
+    """``text`` with every character that is not printable escaped as Python writes it."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def plan_text(launch_plan: LaunchPlan) -> str:
@@ -26,21 +42,22 @@ def plan_text(launch_plan: LaunchPlan) -> str:
         f"job {launch_plan.job}: attempt {launch_plan.attempt}, {len(tasks)} task(s) on "
         f"{len(launch_plan.hosts)} host(s)",
         f"cluster: {json.dumps(dict(launch_plan.cluster))}",
-        f"checkpoint dir (chief): {launch_plan.checkpoint_dir or '-'}",
+        f"checkpoint dir (chief): {shown(launch_plan.checkpoint_dir or '-')}",
     ]
     if launch_plan.resume is not None:
-        lines.append(f"resume: {launch_plan.resume.checkpoint} (step {launch_plan.resume.step})")
+        lines.append(f"resume: {shown(launch_plan.resume.checkpoint)} "
+                     f"(step {launch_plan.resume.step})")
     for host in launch_plan.hosts:
         where = "local" if host.local else f"ssh {host.user + '@' if host.user else ''}" \
                                            f"{host.address}:{host.ssh_port}"
         lines.append("")
-        lines.append(f"host {host.name} ({where}), agent: {host.python} -m worker.agent")
+        lines.append(shown(f"host {host.name} ({where}), agent: {host.python} -m worker.agent"))
         for task in host.tasks:
             port = f"port {task.port}" if task.port is not None else "no port (evaluator)"
-            lines.append(f"  {task.task}  {port}  cwd {task.cwd}")
-            lines.append(f"    argv: {shlex.join(task.argv)}")
+            lines.append(f"  {task.task}  {port}  cwd {shown(task.cwd)}")
+            lines.append(f"    argv: {shown(shlex.join(redact_argv(task.argv)))}")
             lines.append(f"    TF_CONFIG: {task.env[env.TF_CONFIG]}")
-            shown = masked({k: v for k, v in task.env.items() if k not in _SHOWN_APART})
-            for name, value in sorted(shown.items()):
-                lines.append(f"    {name}={value}")
+            visible = masked({k: v for k, v in task.env.items() if k not in _SHOWN_APART})
+            for name, value in sorted(visible.items()):
+                lines.append(f"    {name}={shown(value)}")
     return "\n".join(lines)

@@ -46,6 +46,23 @@ class _SpecLoader(yaml.SafeLoader):
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 
+    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
+        """An integer, or a YAML error at its position for one too long to convert (Python
+        refuses ``int()`` of more than 4300 digits)."""
+        try:
+            return int(self.construct_yaml_int(node))
+        except ValueError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the number {node.value[:20]}... is too long", node.start_mark
+            ) from None
+
+
+_SpecLoader.add_constructor("tag:yaml.org,2002:int", _SpecLoader.construct_bounded_int)
+
+
+#: The most of a spec file that is read (one with every task of the largest job is ~200 KB): a
+#: spec given by mistake as ``/dev/zero`` or a huge log is refused instead of read forever.
+MAX_SPEC_BYTES = 16 * 1024 * 1024
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _RETYPED_TAGS = {f"tag:yaml.org,2002:{kind}" for kind in ("int", "float", "bool", "timestamp")}
@@ -112,10 +129,13 @@ def load_spec(path: str | os.PathLike[str]) -> ClusterSpec:
     source = os.fspath(path)
     try:
         with open(source, "rb") as file:
-            raw = file.read()
+            raw = file.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
         message = f"cannot read the spec: {exc.strerror or exc}"
         raise SpecError(source, [SpecProblem("", message)]) from None
+    if len(raw) > MAX_SPEC_BYTES:
+        message = f"not a spec: longer than {MAX_SPEC_BYTES // (1024 * 1024)} MiB"
+        raise SpecError(source, [SpecProblem("", message)])
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

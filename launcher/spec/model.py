@@ -29,7 +29,29 @@ from pydantic import (
 )
 
 from launcher.spec.errors import FieldProblems
-from launcher.spec.rules import SINGLETON_LIMITS, TaskSlot, cluster_problems, expand, is_local
+from launcher.spec.limits import (
+    PathText,
+    Text,
+    Word,
+    check_heartbeat_interval,
+    check_restarts,
+    check_seconds,
+    check_task_count,
+    check_text,
+    env_entry_problem,
+    exec_size,
+    exec_size_problem,
+    show_number,
+    show_text,
+)
+from launcher.spec.rules import (
+    SINGLETON_LIMITS,
+    TaskSlot,
+    cluster_problems,
+    expand,
+    is_local,
+    tf_config_size,
+)
 from worker.env import TF_CONFIG
 from worker.tfconfig import checkpoint_writer
 
@@ -53,8 +75,8 @@ def _check_host_name(value: str) -> str:
         labels = value.split(".")
         if len(value) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
             raise ValueError(
-                f"not a valid host name or IP address (got {value!r}): use letters, digits and "
-                "'-' in dot-separated labels of at most 63 characters"
+                f"not a valid host name or IP address (got {show_text(value)}): use letters, "
+                "digits and '-' in dot-separated labels of at most 63 characters"
             ) from None
     return value
 
@@ -78,16 +100,22 @@ def _scalar_to_str(value: object) -> object:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # an int of more than 4300 digits
+            raise ValueError(f"is {show_number(value)}, too long to turn into text: quote it") from None
     return value
 
 
 HostName = Annotated[str, AfterValidator(_check_host_name)]
 Port = Annotated[int, Field(strict=True, ge=1, le=_MAX_PORT)]
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
-EnvValue = Annotated[str, BeforeValidator(_scalar_to_str)]
-Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
-NonEmptyStr = Annotated[str, Field(min_length=1)]
+EnvValue = Annotated[str, BeforeValidator(_scalar_to_str), AfterValidator(check_text)]
+Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False),
+                    AfterValidator(check_seconds)]
+#: A duration that may be zero (no wait).
+Delay = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False), AfterValidator(check_seconds)]
+NonEmptyStr = Annotated[Text, Field(min_length=1)]
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
@@ -100,17 +128,17 @@ class EntrypointSpec(BaseModel):
 
     model_config = _FROZEN
 
-    module: NonEmptyStr | None = None
-    script: NonEmptyStr | None = None
+    module: Annotated[Word, Field(min_length=1)] | None = None
+    script: PathText | None = None
     #: argv of a program; a string is split with ``shlex.split`` and never given to a shell.
-    command: list[str] | None = None
-    args: list[str] = []
+    command: list[Word] | None = None
+    args: list[Word] = []
 
     @field_validator("module")
     @classmethod
     def _module_name(cls, value: str | None) -> str | None:
         if value is not None and not _MODULE_NAME.fullmatch(value):
-            raise ValueError(f"not a Python module name (got {value!r})")
+            raise ValueError(f"not a Python module name (got {show_text(value)})")
         return value
 
     @field_validator("command", mode="before")
@@ -143,8 +171,8 @@ class HostSpec(BaseModel):
     address: HostName | None = None
     user: NonEmptyStr | None = None
     port: Port = 22
-    identity_file: NonEmptyStr | None = None
-    known_hosts: NonEmptyStr | None = None
+    identity_file: PathText | None = None
+    known_hosts: PathText | None = None
 
 
 #: ``node-a:`` with no value under ``hosts`` means a host with every default.
@@ -160,7 +188,7 @@ class TaskGroupSpec(BaseModel):
     host: HostName = "localhost"
     #: None: allocated at run time, which only local hosts allow.
     port: Port | None = None
-    count: Annotated[int, Field(strict=True, ge=1)] = 1
+    count: Annotated[int, Field(strict=True, ge=1), AfterValidator(check_task_count)] = 1
 
     @model_validator(mode="after")
     def _group_rules(self) -> TaskGroupSpec:
@@ -180,7 +208,7 @@ class CheckpointSpec(BaseModel):
 
     model_config = _FROZEN
 
-    dir: NonEmptyStr
+    dir: PathText
 
 
 class RestartSpec(BaseModel):
@@ -188,9 +216,9 @@ class RestartSpec(BaseModel):
 
     model_config = _FROZEN
 
-    max_restarts: Annotated[int, Field(strict=True, ge=0)] = 3
-    backoff_s: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 1.0
-    backoff_max_s: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 30.0
+    max_restarts: Annotated[int, Field(strict=True, ge=0), AfterValidator(check_restarts)] = 3
+    backoff_s: Delay = 1.0
+    backoff_max_s: Delay = 30.0
     #: Give up early when this many consecutive failed attempts made no checkpoint progress
     #: (a crash loop); null turns the check off.
     crash_loop_attempts: Annotated[int, Field(strict=True, ge=1)] | None = 3
@@ -217,7 +245,7 @@ class HealthSpec(BaseModel):
     #: TERM -> KILL delay for the survivors of a failed task: under MWMS they are stuck in a
     #: collective with a dead peer, cannot save anything, and often ignore TERM.
     failure_grace_period_s: Seconds = 2.0
-    heartbeat_interval_s: Seconds = 1.0
+    heartbeat_interval_s: Annotated[Seconds, AfterValidator(check_heartbeat_interval)] = 1.0
     #: An agent that sends nothing (not even a heartbeat) this long is a lost host.
     heartbeat_timeout_s: Seconds = 15.0
 
@@ -238,8 +266,8 @@ class ClusterSpec(BaseModel):
     name: str
     entrypoint: EntrypointSpec
     #: Interpreter on each host; None: the coordinator's own on local hosts.
-    python: NonEmptyStr | None = None
-    workdir: NonEmptyStr = "."
+    python: PathText | None = None
+    workdir: PathText = "."
     env: dict[EnvName, EnvValue] = {}
     checkpoint: CheckpointSpec | None = None
     hosts: dict[HostName, HostEntry] = {}
@@ -253,8 +281,17 @@ class ClusterSpec(BaseModel):
         if not _JOB_NAME.fullmatch(value):
             raise ValueError(
                 "must be 1-63 lowercase letters, digits, '-' or '_', starting with a letter or "
-                f"digit (got {value!r})"
+                f"digit (got {show_text(value)})"
             )
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_entries_fit(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = [(name, problem) for name, text in value.items()
+                    if (problem := env_entry_problem(name, text))]
+        if problems:
+            raise FieldProblems(problems)
         return value
 
     @model_validator(mode="after")
@@ -263,6 +300,11 @@ class ClusterSpec(BaseModel):
                           key=lambda p: path_order(p.path))
         if problems:
             raise FieldProblems([(p.path, p.message) for p in problems])
+        words = [*(self.entrypoint.command or ()), *self.entrypoint.args]
+        tf_config = tf_config_size(list(enumerate(self.tasks)), self.hosts)
+        too_big = exec_size_problem(exec_size(words, self.env, tf_config))
+        if too_big:
+            raise FieldProblems([("env", too_big)])
         chief = self._chief_host()
         if (self.checkpoint is not None and chief is not None and not self.is_local(chief)
                 and not posixpath.isabs(self.checkpoint.dir)):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from launcher.spec.errors import SpecProblem
+from launcher.spec.limits import MAX_ARG_BYTES, MAX_TASKS, TASK_LIMIT_REASON
 from worker.tfconfig import CHIEF, EVALUATOR, WORKER, TaskId
 
 
@@ -74,9 +75,13 @@ def cluster_problems(
     ``groups`` are the valid task groups with their positions in ``tasks``; ``hosts`` maps every
     declared host name to its entry (None if the entry itself is invalid). When ``complete`` is
     False some groups were invalid and left out, so rules that need every group are skipped and
-    task ids (which depend on every group) are not named.
+    task ids (which depend on every group) are not named. Counts are summed before any group is
+    expanded, so a job with too many tasks is refused at once.
     """
     problems: list[SpecProblem] = []
+    total = sum(group.count for _, group in groups)
+    if total > MAX_TASKS:
+        problems.append(SpecProblem("tasks", f"{total} tasks in all: {TASK_LIMIT_REASON}"))
     first_of_type: dict[str, int] = {}
     for position, group in groups:
         where = f"tasks[{position}]"
@@ -109,8 +114,43 @@ def cluster_problems(
             )
     if complete and not ({CHIEF, WORKER} & first_of_type.keys()):
         problems.append(SpecProblem("tasks", "needs at least one chief or worker task"))
-    problems.extend(_port_clashes(groups, hosts, complete=complete))
+    if total <= MAX_TASKS:
+        problems.extend(_port_clashes(groups, hosts, complete=complete))
+        size = tf_config_size(groups, hosts)
+        if size > MAX_ARG_BYTES:
+            problems.append(SpecProblem(
+                "tasks", f"TF_CONFIG, which lists every task's address, would be about {size} "
+                f"bytes, more than the {MAX_ARG_BYTES} one environment variable may hold on Linux: "
+                "use fewer tasks or shorter host addresses"))
     return problems
+
+
+#: TF_CONFIG's JSON around the addresses (keys, the task part) and the ``TF_CONFIG=`` of the entry.
+_TF_CONFIG_OVERHEAD = 160
+#: Local tasks appear as ``localhost`` in an all-local job, else as this machine's address on the
+#: route to the remote hosts: at most a bracketed IPv6 address.
+_LOCAL_ONLY_ADDRESS = len("localhost")
+_LONGEST_LOCAL_ADDRESS = len("[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]")
+#: ``:65535``, and each address's quotes and comma in the JSON list.
+_PER_ADDRESS = len(":65535") + 3
+
+
+def tf_config_size(groups: Sequence[tuple[int, TaskGroupSpec]],
+                   hosts: Mapping[str, HostSpec | None]) -> int:
+    """How long, at most, each task's TF_CONFIG will be in bytes (without expanding the groups)."""
+    mixed = any(not is_local(group.host, hosts) for _, group in groups)
+    size = _TF_CONFIG_OVERHEAD
+    for _, group in groups:
+        if group.type == EVALUATOR:  # not in the cluster: it serves nothing
+            continue
+        if is_local(group.host, hosts):
+            address = _LONGEST_LOCAL_ADDRESS if mixed else _LOCAL_ONLY_ADDRESS
+        else:
+            declared = hosts.get(group.host)
+            name = declared.address if declared and declared.address else group.host
+            address = len(name.encode("utf-8")) + (2 if ":" in name else 0)  # [IPv6]
+        size += group.count * (address + _PER_ADDRESS)
+    return size
 
 
 def _port_clashes(

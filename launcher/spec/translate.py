@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
 from launcher.spec.errors import FieldProblems, SpecProblem
+from launcher.spec.limits import show_number, show_text, text_problem
 from launcher.spec.model import ClusterSpec
 
 _TYPE_WORDS = {
@@ -45,6 +46,11 @@ def translate(error: ErrorDetails) -> list[SpecProblem]:
     if kind == "literal_error":
         allowed = ", ".join(re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
         return [SpecProblem(path, f"must be one of {allowed} (got {_describe(value)})")]
+    if kind == "string_unicode":
+        problem = text_problem(value) if isinstance(value, str) else None
+        return [SpecProblem(path, problem or "must be valid Unicode text")]
+    if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
+        return [SpecProblem(path, f"is too large a number (got {_describe(value)})")]
     if kind in _TYPE_WORDS:
         subject = "the key must be" if is_key else "must be"
         return [SpecProblem(path, f"{subject} {_TYPE_WORDS[kind]} (got {_describe(value)})")]
@@ -56,7 +62,7 @@ def translate(error: ErrorDetails) -> list[SpecProblem]:
     }
     if kind in bounds:
         limit = next(iter(ctx.values()))
-        if isinstance(limit, float) and limit.is_integer():
+        if isinstance(limit, float) and limit.is_integer() and abs(limit) < 2**53:
             limit = int(limit)
         return [SpecProblem(path, f"must be {bounds[kind]} {limit} (got {_describe(value)})")]
     if kind in ("string_too_short", "too_short") and ctx.get("min_length") == 1:
@@ -72,7 +78,12 @@ def translate(error: ErrorDetails) -> list[SpecProblem]:
 def _format_path(loc: Sequence[int | str]) -> str:
     path = ""
     for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        if isinstance(part, int):
+            path += f"[{part}]"
+            continue
+        # a key with control characters (a NUL, a newline) is shown escaped, as Python quotes it
+        name = part if part and part.isprintable() else repr(part)
+        path += f".{name}" if path else name
     return path
 
 
@@ -130,7 +141,7 @@ def _describe(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
+        return show_text(value)
     if isinstance(value, int | float):
-        return str(value)
+        return show_number(value)
     return f"a {kind_of(value)}"
