@@ -42,7 +42,10 @@ STDOUT, STDERR, REPORT = "stdout", "stderr", "report"
 MAX_OUTPUT_LINE_BYTES = 64 * 1024
 #: The most the agent reads from one pipe in one turn of its loop.
 READ_CHUNK_BYTES = 64 * 1024
+#: The exit message carries this many of the task's last stderr lines, each cut at
+#: :data:`STDERR_TAIL_LINE_BYTES` (the whole lines are in the task log).
 STDERR_TAIL_LINES = 40
+STDERR_TAIL_LINE_BYTES = 4 * 1024
 MAX_AGENT_ERROR_CHARS = 1000
 _EXCERPT_BYTES = 80
 _TOO_FAST = f"the task wrote faster than {RATE_BYTES_S / MIB:g} MiB/s"
@@ -186,7 +189,7 @@ class TaskProcess:
         if pipe.stream == REPORT:
             return self._report(pipe, raw, now)
         if pipe.stream == STDERR:
-            self._stderr_tail.append(raw)
+            self._stderr_tail.append(raw[:STDERR_TAIL_LINE_BYTES])
         if not pipe.budget.admit(len(raw) + 1, now):
             return []
         return [Output(task=self.task, stream=pipe.stream, line=_text(raw))]

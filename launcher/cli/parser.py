@@ -23,6 +23,19 @@ examples:
 """
 
 
+#: Longest time-out the command line accepts, seconds (as for spec durations).
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse turns the ValueError into a usage line)."""
+    value = float(text)
+    if not (0 < value <= MAX_SECONDS):
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds between 0 and {MAX_SECONDS:g}, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfcluster", description=_DESCRIPTION,
@@ -82,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = verbs.add_parser("plan", help="print exactly what 'run' would start",
                             description="Print, for every task, its host, TF_CONFIG, argv, "
-                            "env and cwd. Secret-looking env values are masked.")
+                            "env and cwd. Secrets (secret-looking env names, credentials in URLs and "
+                            "options) are masked.")
     show.add_argument("spec", metavar="SPEC")
     show.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -106,7 +120,7 @@ def _ssh_options(parser: argparse.ArgumentParser) -> None:
                         help="trust the key of a host seen for the first time and record it in "
                         "the known_hosts file in use (like StrictHostKeyChecking=accept-new); "
                         "a changed key is always refused")
-    parser.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S,
+    parser.add_argument("--connect-timeout", type=seconds, default=DEFAULT_CONNECT_TIMEOUT_S,
                         metavar="S",
                         help="seconds to wait for each SSH connection, and for each host's "
                         f"preflight (default {DEFAULT_CONNECT_TIMEOUT_S:g})")

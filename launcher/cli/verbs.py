@@ -133,10 +133,12 @@ def local_spec_data(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_local(args: argparse.Namespace) -> int:
     from launcher.cli.compose import run_job
+    from launcher.spec.limits import MAX_TASKS, TASK_LIMIT_REASON
     from launcher.spec.loading import spec_from_dict
 
-    if args.num_tasks < 1:
-        raise UsageError("tfcluster local: -n must be at least 1")
+    if not 1 <= args.num_tasks <= MAX_TASKS:
+        raise UsageError(f"tfcluster local: -n must be between 1 and {MAX_TASKS} "
+                         f"({TASK_LIMIT_REASON})")
     spec = spec_from_dict(local_spec_data(args), source="tfcluster local")
     return run_job(spec, args).exit_code
 

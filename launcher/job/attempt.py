@@ -38,6 +38,7 @@ from launcher.output.events import Event
 from launcher.output.rundir import RunDir
 from launcher.output.task_logs import TaskLogs
 from launcher.plan.planner import LaunchPlan
+from launcher.plan.secrets import Redactor
 from launcher.spec.model import HealthSpec
 from worker.protocol import (
     AgentError,
@@ -84,6 +85,8 @@ class AttemptRunner:
         self.hooks = hooks
         self.clock = clock
         self.tasks = TaskTable(launch_plan.tasks)
+        #: Masks secrets (the job's own secret values, credential patterns) in all it records.
+        self.redact = Redactor.for_envs(task.env for task in launch_plan.tasks)
         self.logs = TaskLogs(run_dir, launch_plan.attempt, on_error=console.warn)
         self.failures: list[TaskFailure] = []
         self.bad_checkpoints: set[str] = set()
@@ -171,8 +174,9 @@ class AttemptRunner:
 
     def _on_output(self, _host: str, message: Output) -> None:
         """Task output, straight from an agent's reader thread (see AgentSet.route_output)."""
-        self.console.task_line(message.task, message.line)
-        self.logs.write(message.task, message.line)
+        line = self.redact(message.line)
+        self.console.task_line(message.task, line)
+        self.logs.write(message.task, line)
 
     def _on_message(self, host: str, message: object, received_at: float) -> None:
         if isinstance(message, Progress):
@@ -184,7 +188,7 @@ class AttemptRunner:
         elif isinstance(message, TaskReport):
             self._on_report(message)
         elif isinstance(message, AgentError):
-            self.console.error(f"agent on {host}: {message.message}")
+            self.console.error(self.redact(f"agent on {host}: {message.message}"))
 
     def _on_interrupt(self, item: Interrupt) -> None:
         if self.interrupt is None:
@@ -263,13 +267,13 @@ class AttemptRunner:
             checkpoint = str(message.data.get("checkpoint", ""))
             self.tasks[message.task].restore_failed = checkpoint
             self.bad_checkpoints.add(checkpoint)
-            self.console.warn(f"{message.task} could not restore {checkpoint}: "
-                              f"{message.data.get('error', '')}")
+            self.console.warn(self.redact(f"{message.task} could not restore {checkpoint}: "
+                                          f"{message.data.get('error', '')}"))
         elif message.kind == ReportKind.PREEMPTED:
             self.emit(TaskPreempted(self.attempt, task=message.task,
                                     step=message.data.get("step")))
         elif message.kind != ReportKind.READY:
-            self.console.say(f"{message.task} reported {message.kind}: {message.data}")
+            self.console.say(self.redact(f"{message.task} reported {message.kind}: {message.data}"))
 
     def _on_exited(self, host: str, message: Exited, received_at: float) -> None:
         runtime = self.tasks[message.task]
@@ -295,8 +299,9 @@ class AttemptRunner:
         self._record_failure(TaskFailure(
             task=message.task, host=host, attempt=self.plan.attempt, kind=kind,
             died_at=message.ts, observed_at=received_at, exit_code=message.exit_code,
-            signal=message.signal, traceback=message.traceback,
-            stderr_tail=tuple(message.stderr_tail), message=note))
+            signal=message.signal,
+            traceback=None if message.traceback is None else self.redact(message.traceback),
+            stderr_tail=tuple(self.redact(line) for line in message.stderr_tail), message=note))
         self._stop(f"{message.task} failed", graceful=kind is FailureKind.PREEMPTED)
 
     # --- health ------------------------------------------------------------------------------

@@ -60,14 +60,14 @@ def test_hostile_spec_values_are_one_line_and_exit_2(tmp_path: Path, verb: str, 
 
 
 LOCAL_OPTIONS = {
-    "-n 13000": (["-n", "13000"], f"tasks[0].count: must be at most {MAX_TASKS} (got 13000)"),
-    "-n huge": (["-n", "100000000000000000000000"], f"must be at most {MAX_TASKS}"),
+    "-n 13000": (["-n", "13000"], f"-n must be between 1 and {MAX_TASKS} (a job has at most"),
+    "-n huge": (["-n", "100000000000000000000000"], f"-n must be between 1 and {MAX_TASKS}"),
     "--hang-timeout nan": (["-n", "1", "--hang-timeout", "nan"], "must be a finite number"),
     "--grace-period inf": (["-n", "1", "--grace-period", "inf"], "must be a finite number"),
     "--startup-timeout 1e308": (["-n", "1", "--startup-timeout", "1e308"], "at most 604800"),
     "--max-restarts huge": (["-n", "1", "--max-restarts", "10" * 20], "must be at most 1000"),
     "--name": (["-n", "1", "--name", "Bad Name"], "name: must be 1-63 lowercase"),
-    "-n 0": (["-n", "0"], "-n must be at least 1"),
+    "-n 0": (["-n", "0"], f"-n must be between 1 and {MAX_TASKS}"),
 }
 
 
