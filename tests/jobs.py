@@ -22,7 +22,9 @@ from tests import procs
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_TRAINER = REPO / "tests" / "fake_trainer.py"
-MARK_VAR = "TFCLUSTER_TEST_MARK"  # set in the CLI's environment, inherited by agents and tasks
+#: Set in the CLI's environment, inherited by agents and tasks (not TFCLUSTER_*: tfcluster
+#: strips its own variables from what it passes on).
+MARK_VAR = "TFC_TEST_MARK"
 
 Event = dict[str, Any]
 

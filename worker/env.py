@@ -1,5 +1,7 @@
 """Names of the environment variables tfcluster sets for every task (a contract: the README lists them)."""
 
+from collections.abc import Mapping
+
 TF_CONFIG = "TF_CONFIG"
 JOB = "TFCLUSTER_JOB"
 TASK = "TFCLUSTER_TASK"
@@ -9,6 +11,17 @@ CHECKPOINT_DIR = "TFCLUSTER_CHECKPOINT_DIR"
 RESUME_CHECKPOINT = "TFCLUSTER_RESUME_CHECKPOINT"
 RESUME_STEP = "TFCLUSTER_RESUME_STEP"
 REPORT_FD = "TFCLUSTER_REPORT_FD"
+
+#: Every variable with this prefix, and TF_CONFIG, is tfcluster's own: set or removed by it alone.
+OWN_PREFIX = "TFCLUSTER_"
+
+
+def without_own(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without tfcluster's own variables, so that none of the caller's (a stale
+    ``TFCLUSTER_RESUME_CHECKPOINT``, an outer job's ``TF_CONFIG``) reaches a task: the launch's
+    overlay then sets exactly what tfcluster means for this task."""
+    return {name: value for name, value in environ.items()
+            if name != TF_CONFIG and not name.startswith(OWN_PREFIX)}
 
 #: Exit code of a task that saved a checkpoint on a preemption notice (SIGTERM) and wants the job
 #: restarted: TensorFlow's own "restartable" code (failure_handling_util._RESTARTABLE_EXIT_CODE).

@@ -91,7 +91,8 @@ class TaskProcess:
         started: no such program, a bad cwd, a NUL byte in an argument or the env."""
         pipes = {name: os.pipe() for name in (STDOUT, STDERR, REPORT)}
         report_w = pipes[REPORT][1]
-        child_env = {**os.environ, **self.env_overlay, env.REPORT_FD: str(report_w)}
+        child_env = {**env.without_own(os.environ), **self.env_overlay,
+                     env.REPORT_FD: str(report_w)}
         try:
             self._popen = subprocess.Popen(
                 self.launch.argv,

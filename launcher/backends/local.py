@@ -16,6 +16,7 @@ from launcher.backends.base import Sink
 from launcher.backends.channel import AgentChannel
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
+from worker.env import without_own
 from worker.protocol import Launch, Message
 
 #: How long to wait for the agent's reader thread to deliver its last messages.
@@ -90,7 +91,7 @@ class LocalBackend:
                 proc = subprocess.Popen(
                     [python, "-m", "worker.agent"],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                    start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    start_new_session=True, env={**without_own(os.environ), "PYTHONUNBUFFERED": "1"},
                 )
             except OSError as exc:
                 raise AgentStartError(host.name, f"cannot start {python!r}: {exc}",

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 
 from launcher.backends.local import LocalBackend
 from launcher.backends.router import HostRouter
-from launcher.job.coordinator import Coordinator, FSForHost, local_fs_only
+from launcher.job.coordinator import (
+    Coordinator,
+    FSForHost,
+    LockForHost,
+    local_fs_only,
+    local_lock_only,
+)
 from launcher.job.state import JobState
 from launcher.output.console import Console
 from launcher.output.rundir import RunDir, default_run_dir
@@ -28,6 +34,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from launcher.backends.base import Backend
+    from launcher.job.checkpoint_lock import LockFile
     from launcher.job.checkpoints import CheckpointFS
     from launcher.job.hooks import AttemptHooks
     from launcher.plan.planner import HostPlan
@@ -69,14 +76,20 @@ def _hosts_ready(planner: Planner, connector: SshConnector, args: argparse.Names
     return report_before_run(report, planner.spec.name, sys.stderr)
 
 
-def _remote_backend(connector: SshConnector) -> tuple[Backend, FSForHost]:
+def _remote_backend(connector: SshConnector) -> tuple[Backend, FSForHost, LockForHost]:
     from launcher.backends.ssh import SshBackend
+    from launcher.job.remote_lock import sftp_lock_file
     from launcher.ssh.sftp import remote_checkpoint_fs
 
     def checkpoint_fs(host: HostPlan) -> AbstractContextManager[CheckpointFS | None]:
         return local_fs_only(host) if host.local else remote_checkpoint_fs(connector, host)
 
-    return SshBackend(connector), checkpoint_fs
+    def checkpoint_lock(host: HostPlan, directory: str) -> AbstractContextManager[LockFile | None]:
+        if host.local:
+            return local_lock_only(host, directory)
+        return sftp_lock_file(remote_checkpoint_fs(connector, host), directory)
+
+    return SshBackend(connector), checkpoint_fs, checkpoint_lock
 
 
 def run_job(spec: ClusterSpec, args: argparse.Namespace,
@@ -86,11 +99,12 @@ def run_job(spec: ClusterSpec, args: argparse.Namespace,
     planner = planner_for(spec, str(run_dir.path))
     remote: Backend | None = None
     checkpoint_fs: FSForHost = local_fs_only
+    checkpoint_lock: LockForHost = local_lock_only
     if any(not host.local for host in planner.preview().hosts):
         connector = _connector(args)
         if not _hosts_ready(planner, connector, args):
             return RunOutcome(1, run_dir.path, started=False)
-        remote, checkpoint_fs = _remote_backend(connector)
+        remote, checkpoint_fs, checkpoint_lock = _remote_backend(connector)
     console = Console(show_task_output=not args.quiet)
     board = StatusBoard()
     live = console.interactive and not args.quiet
@@ -98,7 +112,7 @@ def run_job(spec: ClusterSpec, args: argparse.Namespace,
     coordinator = Coordinator(planner, run_dir,
                               HostRouter(local=LocalBackend(python=sys.executable), remote=remote),
                               console, hooks=faults, listeners=[listener],
-                              checkpoint_fs=checkpoint_fs)
+                              checkpoint_fs=checkpoint_fs, checkpoint_lock=checkpoint_lock)
     previous = {sig: signal.signal(sig, coordinator.interrupt) for sig in _HANDLED_SIGNALS}
     try:
         with console.live(board.table) if live else contextlib.nullcontext():

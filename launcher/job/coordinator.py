@@ -4,16 +4,24 @@ and carry the decision out (restart with backoff, succeed, or fail with the root
 One thread runs the loop; agent reader threads and signal handlers only put items on one inbox
 (:class:`~launcher.job.attempt.AttemptRunner` reads it), so every decision is made in one place.
 The coordinator alone owns the job's :class:`~launcher.job.state.JobStateMachine`.
+
+Around the loop, :meth:`Coordinator.run` guards what the job shares with other runs: the chief's
+checkpoint directory is locked for the whole run (:mod:`launcher.job.checkpoint_lock`), the run
+directory must be this run's alone, and a run directory that breaks mid-job ends the job cleanly
+(:class:`~launcher.output.rundir.RunDirError`). It also reads the preemption notices out of the
+events (:mod:`launcher.job.preemption_notices`) so that the policy can tell a real preemption from
+a bare exit 143.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import queue
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +29,7 @@ from typing import Any
 from launcher.backends.base import Backend
 from launcher.job.agents import AgentSet, Spawn, in_thread
 from launcher.job.attempt import AttemptRunner
+from launcher.job.checkpoint_lock import HolderRecord, LockFile, held
 from launcher.job.checkpoints import CheckpointFS, LocalFS, latest_checkpoint, remove_worker_temp_dirs
 from launcher.job.events import (
     CheckpointFound,
@@ -31,15 +40,17 @@ from launcher.job.events import (
     SkippedCheckpoint,
 )
 from launcher.job.failures import TaskFailure, exit_code_for_signal
+from launcher.job.flock_lock import FlockLockFile
 from launcher.job.hooks import AttemptHooks
 from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
 from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.policy import Action, Decision, decide
+from launcher.job.preemption_notices import PreemptionNotices
 from launcher.job.state import JobState, JobStateMachine
 from launcher.job.summary import job_summary
 from launcher.output.console import Console
 from launcher.output.events import Event, EventLog, Listener
-from launcher.output.rundir import RunDir
+from launcher.output.rundir import RunDir, RunDirError
 from launcher.plan.planner import HostPlan, LaunchPlan, Planner, ResumePoint
 from launcher.plan.ports import PortAllocator, port_is_free
 from worker.tfconfig import TaskId
@@ -52,8 +63,19 @@ PORT_FREE_WAIT_S = 5.0
 FSForHost = Callable[[HostPlan], AbstractContextManager[CheckpointFS | None]]
 
 
+#: The lock of the checkpoint directory ``directory`` on the chief's host, open for the time of a
+#: ``with`` (None: it cannot be locked there; the run goes on and says so).
+LockForHost = Callable[[HostPlan, str], AbstractContextManager[LockFile | None]]
+
+
 def local_fs_only(host: HostPlan) -> AbstractContextManager[CheckpointFS | None]:
     return contextlib.nullcontext(LocalFS() if host.local else None)
+
+
+def local_lock_only(host: HostPlan, directory: str) -> AbstractContextManager[LockFile | None]:
+    """``flock`` for a local chief's directory; a remote one needs the composition root to pass
+    :func:`launcher.job.remote_lock.sftp_lock_file` over that host's SFTP."""
+    return contextlib.nullcontext(FlockLockFile(directory) if host.local else None)
 
 
 @dataclass
@@ -82,7 +104,7 @@ class Coordinator:
                  *, ports: PortAllocator | None = None, checkpoint_fs: FSForHost = local_fs_only,
                  hooks: AttemptHooks | None = None, listeners: Sequence[Listener] = (),
                  clock: Clock = time.time, new_inbox: Callable[[], Inbox] | None = None,
-                 spawn: Spawn = in_thread) -> None:
+                 spawn: Spawn = in_thread, checkpoint_lock: LockForHost = local_lock_only) -> None:
         self.planner = planner
         self.spec = planner.spec
         self.run_dir = run_dir
@@ -90,6 +112,7 @@ class Coordinator:
         self.console = console
         self.ports = ports or PortAllocator()
         self.checkpoint_fs = checkpoint_fs
+        self.checkpoint_lock = checkpoint_lock
         self.hooks = hooks
         self.listeners = list(listeners)
         self.clock = clock
@@ -99,6 +122,8 @@ class Coordinator:
         self.machine = JobStateMachine()
         self.events: EventLog | None = None
         self.bad_checkpoints: set[str] = set()
+        self.history: list[AttemptResult] = []
+        self._notices = PreemptionNotices()
         self._port_tasks = planner.ports_to_allocate
 
     # --- entry points ------------------------------------------------------------------------
@@ -108,25 +133,86 @@ class Coordinator:
         self.queue.put(Interrupt(signum))
 
     def run(self) -> JobResult:
-        self.run_dir.create()
-        self.events = EventLog(self.run_dir.events, self.clock)
-        for listener in self.listeners:
-            self.events.subscribe(listener)
-        started = self.clock()
+        """Run the job to its end. Raises, before anything starts, :class:`RunDirError` for an
+        unusable run directory and ``CheckpointDirInUse`` when another live run holds the
+        checkpoint directory (locked for this whole run). A run directory that breaks later (disk
+        full, removed) stops every task, records ``job_failed`` and ``summary.json`` as far as
+        they can still be written, and raises :class:`RunDirError`."""
+        self.run_dir.check()
+        ports = self._allocate()  # PortExhaustedError here leaves no half-made run dir
         try:
-            result = self._run_job()
+            with self._checkpoint_dir_locked():
+                self.run_dir.create()
+                started = self.clock()
+                try:
+                    self.events = EventLog(self.run_dir.events, self.clock)
+                    for listener in self.listeners:
+                        self.events.subscribe(listener)
+                    result = self._run_job(ports)
+                    self.run_dir.write_summary(self._summary(result, started))
+                except OSError as exc:
+                    if not self.run_dir.caused(exc):
+                        raise
+                    raise self._run_dir_broke(exc, started) from exc
+                finally:
+                    if self.events is not None:
+                        with contextlib.suppress(OSError):
+                            self.events.close()
         finally:
             self.ports.close()
-        self.run_dir.write_summary(job_summary(
-            job=result.job, status=result.state.value, exit_code=result.exit_code,
-            reason=result.reason, attempts=result.attempts, run_dir=str(self.run_dir.path),
-            started=started))
-        self.events.close()
         return result
+
+    @contextlib.contextmanager
+    def _checkpoint_dir_locked(self) -> Iterator[None]:
+        """Hold the lock of the chief's checkpoint directory for the time of the ``with``."""
+        preview = self.planner.preview()
+        directory = preview.checkpoint_dir
+        if directory is None:
+            yield
+            return
+        chief = preview.chief_host
+        with self.checkpoint_lock(chief, directory) as lock:
+            if lock is None:
+                self.console.warn(f"cannot lock checkpoint dir {directory} on {chief.name}: "
+                                  "nothing stops another run from using it at the same time")
+                yield
+                return
+            record = HolderRecord.this_process(self.spec.name, str(self.run_dir.path))
+            with held(lock, directory, record, self.console.warn):
+                yield
+
+    def _summary(self, result: JobResult, started: float) -> dict[str, Any]:
+        return job_summary(job=result.job, status=result.state.value, exit_code=result.exit_code,
+                           reason=result.reason, attempts=result.attempts,
+                           run_dir=str(self.run_dir.path), started=started)
+
+    def _run_dir_broke(self, exc: OSError, started: float) -> RunDirError:
+        """The run directory failed mid-job; the attempt's agents were closed on the way out (every
+        task stopped). Record the failure as far as the directory still takes it."""
+        doing = "while writing to it" if exc.filename is None \
+            else f"while writing {os.fsdecode(exc.filename)}"
+        error = RunDirError.from_os_error(self.run_dir.path, exc, doing)
+        state = self.machine.state
+        if state is JobState.PENDING:  # nothing was started
+            return error
+        if state in (JobState.SUCCEEDED, JobState.FAILED):  # only summary.json is missing
+            return RunDirError(self.run_dir.path, f"{error.detail}; the job itself {state.value}")
+        if state in (JobState.STARTING, JobState.RUNNING):
+            self.machine.to(JobState.STOPPING)
+        self.machine.to(JobState.FAILED)
+        result = JobResult(self.spec.name, JobState.FAILED, error.exit_code, str(error),
+                           list(self.history))
+        with contextlib.suppress(OSError):
+            self._emit(JobFailed(job=self.spec.name, reason=str(error), exit_code=error.exit_code,
+                                 attempts=len(self.history), root_cause=None))
+        with contextlib.suppress(OSError):
+            self.run_dir.write_summary(self._summary(result, started))
+        return RunDirError(self.run_dir.path, f"{error.detail}; every task was stopped")
 
     # --- the job -----------------------------------------------------------------------------
 
     def _emit(self, event: Event) -> None:
+        self._notices.observe(event)
         if self.events is not None:
             self.events.emit(event)
 
@@ -151,13 +237,12 @@ class Coordinator:
         if self.machine.state is not state:
             self.machine.to(state)
 
-    def _run_job(self) -> JobResult:
+    def _run_job(self, ports: dict[TaskId, int]) -> JobResult:
         spec = self.spec
-        ports = self._allocate()
         self._emit(JobStarted(job=spec.name, run_dir=str(self.run_dir.path),
                               tasks=[str(s.task) for s in spec.task_slots()],
                               hosts=sorted({s.host for s in spec.task_slots()})))
-        history: list[AttemptResult] = []
+        history = self.history
         resume: ResumePoint | None = None
         attempt = 0
         while True:
@@ -168,6 +253,7 @@ class Coordinator:
                 inbox=self.queue, run_dir=self.run_dir, console=self.console, emit=self._emit,
                 phase=self._phase, health=spec.health, hooks=self.hooks, clock=self.clock).run()
             self.bad_checkpoints |= result.bad_checkpoints
+            result = dataclasses.replace(result, preemption_notice=self._notices.of(attempt))
             if result.status is AttemptStatus.FAILED:
                 result, resume = self._after_failure(launch_plan, result, resume)
             history.append(result)
@@ -184,9 +270,9 @@ class Coordinator:
                 counts_against_budget=decision.counts,
                 resume_step=None if resume is None else resume.step,
                 resume_checkpoint=None if resume is None else resume.checkpoint))
-            self.console.warn(f"restarting the job ({decision.reason}) in "
-                              f"{decision.backoff_s:.1f}s from "
-                              f"{'step ' + str(resume.step) if resume else 'the beginning'}")
+            start = "the beginning" if resume is None else f"step {resume.step}"
+            self.console.warn(f"restarting the job in {decision.backoff_s:.1f}s from {start}: "
+                              f"{decision.reason}")
             if decision.fresh_ports or not self._ports_free(ports):
                 old = self.ports.held
                 self.ports.release(old)

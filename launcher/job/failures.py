@@ -35,7 +35,7 @@ class FailureKind(str, Enum):
     LOST_HOST = "lost_host"        # its agent / connection went away
     HUNG = "hung"                  # no progress for health.hang_timeout_s
     STARTUP_TIMEOUT = "startup_timeout"  # no first step within health.startup_timeout_s
-    PREEMPTED = "preempted"        # saved a checkpoint and exited with the preemption code
+    PREEMPTED = "preempted"        # exited with a preemption code (42, 143): "restart me"
     RESTORE_FAILED = "restore_failed"  # could not restore the checkpoint it was given
     STEP_MISMATCH = "step_mismatch"  # the tasks of one attempt started from different steps
 
@@ -43,6 +43,10 @@ class FailureKind(str, Enum):
 #: TensorFlow start-up lines (glog INFO/WARNING, absl's preamble, the CPU build's CUDA probe).
 _NOISE = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|All log messages before absl::InitializeLog|"
                     r"failed call to cuInit|^To enable the following instructions")
+
+#: Exit codes that mean "saved, restart me" (a graceful preemption): TensorFlow's
+#: PreemptionCheckpointHandler default (42) and 128 + SIGTERM (143).
+PREEMPTION_EXIT_CODES = frozenset({42, PREEMPTION_EXIT_CODE})
 
 #: What TensorFlow prints when its gRPC server cannot bind the task's port.
 GRPC_BIND_FAILURE = "Could not start gRPC server"
@@ -160,7 +164,8 @@ class TaskFailure:
         where = f"{self.task} on {self.host} (attempt {self.attempt})"
         message = None if self.message is None else clip_line(self.message, STORED_MESSAGE_CHARS)
         if self.kind is FailureKind.PREEMPTED:
-            return f"{where} was preempted: it saved a checkpoint and exited {self.exit_code}"
+            return (f"{where} exited {self.exit_code}, the preemption exit code (a restart was "
+                    "asked for)")
         if self.kind is FailureKind.PORT_CONFLICT:
             return f"{where} could not bind its gRPC port (port taken by another process)"
         if message and self.exit_code is None and self.signal is None:
@@ -224,7 +229,7 @@ def classify_exit(message: Exited, *, restore_failed: str | None, reported_steps
         return FailureKind.SPAWN_FAILED, message.error
     if restore_failed:
         return FailureKind.RESTORE_FAILED, f"could not restore {restore_failed}"
-    if message.exit_code == PREEMPTION_EXIT_CODE:
+    if message.exit_code in PREEMPTION_EXIT_CODES:
         return FailureKind.PREEMPTED, None
     if not reported_steps and is_port_conflict(message.stderr_tail, message.traceback):
         return FailureKind.PORT_CONFLICT, None

@@ -33,6 +33,11 @@ class AttemptResult:
     made_progress: bool | None = None
     #: Checkpoints a task of this attempt could not restore (never handed out again).
     bad_checkpoints: frozenset[str] = frozenset()
+    #: The preemption notice tfcluster saw during this attempt, as a phrase for the restart
+    #: reason ("worker:1 reported a preemption", "the drill sent SIGTERM to worker:1"); None if
+    #: it saw none. A task that exits with the preemption code without one (and without a newer
+    #: checkpoint) was not preempted as far as tfcluster can tell.
+    preemption_notice: str | None = None
 
     @property
     def cause_kind(self) -> FailureKind | None:
@@ -52,9 +57,19 @@ class AttemptResult:
         return self.cause_kind is FailureKind.PREEMPTED
 
     @property
+    def preemption_justified(self) -> bool:
+        """A preemption exit that tfcluster can vouch for: the attempt left a checkpoint newer than
+        the one it resumed from, or tfcluster saw a preemption notice. Only these restart outside
+        the budget: exit 143 alone is what any shell wrapper whose child got SIGTERM returns."""
+        return self.preempted and (self.made_progress is True
+                                   or self.preemption_notice is not None)
+
+    @property
     def charged(self) -> bool:
-        """Whether this attempt uses up one of ``restart.max_restarts``."""
-        return self.status is AttemptStatus.FAILED and not (self.port_conflict or self.preempted)
+        """Whether this attempt uses up one of ``restart.max_restarts``: every failed attempt but
+        a start-up port clash and a justified preemption."""
+        return self.status is AttemptStatus.FAILED and not (self.port_conflict
+                                                            or self.preemption_justified)
 
     def to_dict(self) -> dict[str, Any]:
         cause = self.root_cause
@@ -73,4 +88,6 @@ class AttemptResult:
             "failures": [f.to_dict() for f in sorted(self.failures, key=lambda f: f.died_at)],
             "ports": self.ports,
             "interrupt_signal": self.interrupt_signal,
+            "preemption_notice": self.preemption_notice,
+            "counted_against_budget": self.charged,
         }

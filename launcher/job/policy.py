@@ -36,14 +36,30 @@ class Decision:
 
 
 def restarts_used(history: Sequence[AttemptResult]) -> int:
-    """Restarts charged to the budget: failed attempts, except start-up port clashes and graceful
-    preemptions."""
+    """Restarts charged to the budget: failed attempts, except start-up port clashes and justified
+    graceful preemptions."""
     return sum(1 for r in history if r.charged)
+
+
+#: Beyond this many doublings the cap has long been reached (and 2.0**n would overflow).
+MAX_DOUBLINGS = 64
 
 
 def backoff(restart: RestartSpec, used: int) -> float:
     """Exponential backoff: ``backoff_s * 2**used``, capped at ``backoff_max_s``."""
-    return float(min(restart.backoff_s * (2 ** used), restart.backoff_max_s))
+    return float(min(restart.backoff_s * 2.0 ** min(used, MAX_DOUBLINGS), restart.backoff_max_s))
+
+
+def preemption_backoff(history: Sequence[AttemptResult], restart: RestartSpec) -> float:
+    """The wait before an uncounted preemption restart after the last attempt of ``history``: none
+    for the first of a run of justified preemptions (the work is saved, the machine was taken
+    away), ``restart.backoff_s`` for each one after it, so that no run of them can spin."""
+    streak = 0
+    for result in reversed(history[:-1]):
+        if not result.preemption_justified:
+            break
+        streak += 1
+    return 0.0 if streak == 0 else float(restart.backoff_s)
 
 
 def crash_loop_length(history: Sequence[AttemptResult]) -> int:
@@ -58,9 +74,54 @@ def crash_loop_length(history: Sequence[AttemptResult]) -> int:
     return run
 
 
+def _preemption_reason(last: AttemptResult) -> str:
+    outside = "not counted against restart.max_restarts"
+    if last.made_progress:
+        return (f"graceful preemption: resuming from the checkpoint it saved (step "
+                f"{last.checkpoint_step}; {outside})")
+    step = last.checkpoint_step
+    start = "the beginning (no checkpoint)" if step is None else \
+        f"the last checkpoint (step {step}), as the attempt saved no newer one"
+    return f"graceful preemption ({last.preemption_notice}): restarting from {start} ({outside})"
+
+
+def _counted(prefix: str | None, text: str) -> str:
+    return text if prefix is None else f"{prefix}; {text}"
+
+
+def _charged_restart(history: Sequence[AttemptResult], restart: RestartSpec,
+                     prefix: str | None) -> Decision:
+    """A failure that uses up the budget: restart with exponential backoff, or give up.
+    ``prefix`` says why an exit that looked restartable is counted."""
+    last = history[-1]
+    used = restarts_used(history[:-1])
+    if restart.max_restarts == 0:
+        return Decision(Action.FAIL, _counted(prefix, "a task failed and restarts are off "
+                                              "(restart.max_restarts = 0)"))
+    if used >= restart.max_restarts:
+        return Decision(Action.FAIL, _counted(prefix, f"gave up after {used} restart(s) "
+                                              f"(restart.max_restarts = {restart.max_restarts})"))
+    loop = crash_loop_length(history)
+    if restart.crash_loop_attempts is not None and loop >= restart.crash_loop_attempts:
+        step = last.checkpoint_step
+        return Decision(Action.FAIL, _counted(prefix, f"crash loop: {loop} attempts in a row made "
+                                              f"no checkpoint progress (latest checkpoint step: "
+                                              f"{'none' if step is None else step})"))
+    budget = f"restart {used + 1} of {restart.max_restarts}"
+    return Decision(Action.RESTART, budget if prefix is None else f"{prefix} ({budget})",
+                    backoff_s=backoff(restart, used), counts=True)
+
+
 def decide(history: Sequence[AttemptResult], restart: RestartSpec,
            ports_allocated: bool) -> Decision:
-    """What to do after the last attempt in ``history`` (which must not be empty)."""
+    """What to do after the last attempt in ``history`` (which must not be empty).
+
+    A graceful preemption (exit 143) restarts outside the budget only when it is justified (see
+    :attr:`AttemptResult.preemption_justified`); otherwise it is a failure like any other, and
+    the reason says so. Every charged restart backs off exponentially; uncounted preemption
+    restarts back off by :func:`preemption_backoff`; port clashes retry at once on fresh ports,
+    at most :data:`MAX_PORT_RETRIES` times.
+    """
     last = history[-1]
     if last.status is AttemptStatus.SUCCEEDED:
         return Decision(Action.SUCCEED, "every task exited 0")
@@ -81,21 +142,12 @@ def decide(history: Sequence[AttemptResult], restart: RestartSpec,
         return Decision(Action.FAIL, f"tasks could not bind their ports even after "
                         f"{MAX_PORT_RETRIES} retries on fresh ports; is something taking "
                         "every port it can?")
+    prefix = None
     if kind is FailureKind.PREEMPTED:
-        return Decision(Action.RESTART, "graceful preemption: resuming from the checkpoint it "
-                        "saved (not counted against restart.max_restarts)")
-    used = restarts_used(history[:-1])
-    if restart.max_restarts == 0:
-        return Decision(Action.FAIL, "a task failed and restarts are off "
-                        "(restart.max_restarts = 0)")
-    if used >= restart.max_restarts:
-        return Decision(Action.FAIL, f"gave up after {used} restart(s) "
-                        f"(restart.max_restarts = {restart.max_restarts})")
-    loop = crash_loop_length(history)
-    if restart.crash_loop_attempts is not None and loop >= restart.crash_loop_attempts:
-        step = last.checkpoint_step
-        return Decision(Action.FAIL, f"crash loop: {loop} attempts in a row made no checkpoint "
-                        f"progress (latest checkpoint step: "
-                        f"{'none' if step is None else step})")
-    return Decision(Action.RESTART, f"restart {used + 1} of {restart.max_restarts}",
-                    backoff_s=backoff(restart, used), counts=True)
+        if last.preemption_justified:
+            return Decision(Action.RESTART, _preemption_reason(last),
+                            backoff_s=preemption_backoff(history, restart))
+        cause = last.root_cause
+        code = cause.exit_code if cause is not None else None
+        prefix = f"exit {code} but no new checkpoint: counted as a failure"
+    return _charged_restart(history, restart, prefix)

@@ -47,7 +47,8 @@ Listener = Callable[[dict[str, Any]], None]
 
 
 class EventLog:
-    """Appends events to a file (flushed per line, so a crash loses nothing) and tells listeners."""
+    """Appends events to a file (flushed per line, so a crash loses nothing) and tells listeners.
+    A write that fails raises its OSError naming the file; listeners hear only what was written."""
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         self.path = path
@@ -63,8 +64,12 @@ class EventLog:
         record = {"ts": self._clock(), "event": event.TYPE.value, **event.record()}
         line = json.dumps(record, separators=(",", ":"), default=str)
         with self._lock:
-            self._file.write(line + "\n")
-            self._file.flush()
+            try:
+                self._file.write(line + "\n")
+                self._file.flush()
+            except OSError as exc:  # e.g. ENOSPC: name the file, which a write error does not
+                exc.filename = exc.filename or str(self.path)
+                raise
         for listener in self._listeners:
             listener(record)
         return record

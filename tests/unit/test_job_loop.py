@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher.backends.base import AgentMessage
 from launcher.job.coordinator import Coordinator, JobResult
 from launcher.job.failures import FailureKind
 from launcher.job.inbox import Interrupt
@@ -33,7 +34,7 @@ from tests.fake_backend import (
     run_inline,
 )
 from worker.env import PREEMPTION_EXIT_CODE
-from worker.protocol import DumpStacks, Terminate
+from worker.protocol import DumpStacks, TaskReport, Terminate
 
 
 @dataclass
@@ -80,6 +81,16 @@ def run(tmp_path: Path, data: dict[str, Any], scripts: Any, *,
         before(inbox, clock)
     result = coordinator.run()
     return Run(result, world, read_events(run_dir.events), inbox, clock)
+
+
+def preemption_notice(task: str, after_s: float) -> Any:
+    """For ``run(before=...)``: ``task`` reports its preemption ``after_s`` into the job, as
+    worker.checkpointing does on SIGTERM (the notice that keeps an exit 143 outside the budget)."""
+    def schedule(inbox: SimInbox, clock: SimClock) -> None:
+        when = clock.now + after_s
+        inbox.at(when, AgentMessage("localhost", TaskReport(task=task, kind="preempted", ts=when),
+                                    when))
+    return schedule
 
 
 def test_a_crash_restarts_the_whole_job_after_the_backoff(tmp_path: Path) -> None:
@@ -136,7 +147,8 @@ def test_a_preemption_waits_for_the_agreed_save_and_is_not_charged(tmp_path: Pat
                               exit_code=PREEMPTION_EXIT_CODE)
         return TaskScript(steps=10)
 
-    job = run(tmp_path, spec(tmp_path, restart={"max_restarts": 0}), scripts)
+    job = run(tmp_path, spec(tmp_path, restart={"max_restarts": 0}), scripts,
+              before=preemption_notice("worker:1", 0.55))
 
     assert job.result.state is JobState.SUCCEEDED
     first = job.result.attempts[0]
@@ -156,7 +168,7 @@ def test_a_survivor_of_a_preemption_gets_the_full_grace_before_term(tmp_path: Pa
         return TaskScript(steps=2)
 
     data = spec(tmp_path, restart={"max_restarts": 0}, health={"grace_period_s": 7.0})
-    job = run(tmp_path, data, scripts)
+    job = run(tmp_path, data, scripts, before=preemption_notice("worker:1", 0.55))
 
     preempted = next(e for e in job.of("task_failed") if e["kind"] == "preempted")
     first_term = min(at for _, at in job.sent(Terminate))

@@ -43,8 +43,11 @@ def port_clash() -> AttemptResult:
 
 
 def preempted() -> AttemptResult:
-    """A task saved a checkpoint on a preemption notice and exited with TF's restartable code."""
-    return failed(failure("worker:1", 10.0, FailureKind.PREEMPTED, exit_code=143))
+    """A task saved a checkpoint on a preemption notice and exited with TF's restartable code
+    (the coordinator found that newer checkpoint after the attempt)."""
+    return AttemptResult(attempt=0, status=AttemptStatus.FAILED, started_at=0.0, ended_at=1.0,
+                         failures=(failure("worker:1", 10.0, FailureKind.PREEMPTED, exit_code=143),),
+                         made_progress=True, checkpoint_step=400)
 
 
 def step_mismatch() -> AttemptResult:
