@@ -295,7 +295,8 @@ class AttemptRunner:
             return
         runtime.to(TaskState.FAILED)
         kind, note = classify_exit(message, restore_failed=runtime.restore_failed,
-                                   reported_steps=runtime.step is not None)
+                                   reported_steps=runtime.step is not None,
+                                   preemption_codes=self.plan.preemption_exit_codes)
         self._record_failure(TaskFailure(
             task=message.task, host=host, attempt=self.plan.attempt, kind=kind,
             died_at=message.ts, observed_at=received_at, exit_code=message.exit_code,

@@ -222,14 +222,15 @@ def step_mismatch(firsts: dict[str, int], attempt: int, now: float) -> TaskFailu
                 "task can read)")
 
 
-def classify_exit(message: Exited, *, restore_failed: str | None, reported_steps: bool
+def classify_exit(message: Exited, *, restore_failed: str | None, reported_steps: bool,
+                  preemption_codes: frozenset[int] = PREEMPTION_EXIT_CODES
                   ) -> tuple[FailureKind, str | None]:
     """What a task's unexpected exit was, and a note for the report."""
     if message.error:
         return FailureKind.SPAWN_FAILED, message.error
     if restore_failed:
         return FailureKind.RESTORE_FAILED, f"could not restore {restore_failed}"
-    if message.exit_code in PREEMPTION_EXIT_CODES:
+    if message.exit_code in preemption_codes:
         return FailureKind.PREEMPTED, None
     if not reported_steps and is_port_conflict(message.stderr_tail, message.traceback):
         return FailureKind.PORT_CONFLICT, None

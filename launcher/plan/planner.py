@@ -85,6 +85,9 @@ class LaunchPlan:
     grace_period_s: float
     heartbeat_timeout_s: float | None = None
     failure_grace_period_s: float | None = None  # None: grace_period_s
+    #: Exit codes that mean "saved, restart me" (TensorFlow's PreemptionCheckpointHandler: 42,
+    #: or 143 on GCE and for the worker helpers).
+    preemption_exit_codes: frozenset[int] = frozenset({42, 143})
     cluster: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
