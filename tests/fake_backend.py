@@ -120,14 +120,23 @@ class FakeAgent:
     """One host's agent in the simulation; speaks to the sink exactly as a real channel does."""
 
     def __init__(self, world: FakeWorld, host: str, launch: Launch, sink: Sink) -> None:
-        self.world, self.host, self.launch, self.sink = world, host, launch, sink
+        self.world, self.host, self.sink = world, host, sink
         self.inbox = world.inbox_for()
         self.alive: set[str] = set()
-        self.kill_at: float | None = None
         self.closed = False
-        now = world.clock.now
+        self.terminating = False
+        self.launches = 0
+        self.launch(launch)
+        self.inbox.at(world.clock.now + launch.heartbeat_interval_s, self._heartbeat)
+
+    def launch(self, launch: Launch) -> None:
+        """Start an attempt's tasks (the first launch, or a reused agent's next one)."""
+        self.world.sent.append(Sent(self.host, launch, self.world.clock.now))
+        self.launches += 1
+        self.current = launch
+        now = self.world.clock.now
         for number, task in enumerate(launch.tasks):
-            script = world.scripts(launch.attempt, task.task)
+            script = self.world.scripts(launch.attempt, task.task)
             self.alive.add(task.task)
             self._later(now, Started(task=task.task, pid=1000 + number, ts=now))
             for step in range(1, script.steps + 1):
@@ -137,26 +146,32 @@ class FakeAgent:
                 end = now + (script.steps + 1) * script.step_s
                 self._later(end, Exited(task=task.task, ts=end, exit_code=script.exit_code,
                                         signal=None))
-        self.inbox.at(now + launch.heartbeat_interval_s, self._heartbeat)
 
     def _heartbeat(self) -> AgentEvent | None:
         """Every heartbeat interval while the agent lives, as the real agent does."""
         if self.closed:
             return None
         now = self.world.clock.now
-        self.inbox.at(now + self.launch.heartbeat_interval_s, self._heartbeat)
+        self.inbox.at(now + self.current.heartbeat_interval_s, self._heartbeat)
         return AgentMessage(self.host, Heartbeat(ts=now, tasks={}), now)
 
     def _later(self, when: float, message: Message) -> None:
-        self.inbox.at(when, lambda: self._deliver(message, when))
+        launch = self.launches
+        self.inbox.at(when, lambda: self._deliver(message, when, launch))
 
-    def _deliver(self, message: Message, when: float) -> AgentEvent | None:
-        """Called as a scheduled message comes due: dropped if its task is gone meanwhile."""
+    def _deliver(self, message: Message, when: float, launch: int) -> AgentEvent | None:
+        """Called as a scheduled message comes due: dropped if its task (or its attempt) is gone
+        meanwhile."""
         task = getattr(message, "task", None)
-        if self.closed or (task is not None and task not in self.alive):
+        if self.closed or (task is not None and (task not in self.alive
+                                                  or launch != self.launches)):
             return None
         if isinstance(message, Exited):
             self.alive.discard(message.task)
+            if self.terminating and not self.alive:  # the last one was KILLed: confirm
+                self.terminating = False
+                self.sink(AgentMessage(self.host, message, when))
+                return AgentMessage(self.host, Terminated(ts=when), when)
         return AgentMessage(self.host, message, when)
 
     def _exit_now(self, task: str, sig: signal.Signals) -> None:
@@ -170,8 +185,9 @@ class FakeAgent:
     def send(self, message: Message) -> None:
         self.world.sent.append(Sent(self.host, message, self.world.clock.now))
         if isinstance(message, Terminate):
+            self.terminating = True
             for task in sorted(self.alive):
-                script = self.world.scripts(self.launch.attempt, task)
+                script = self.world.scripts(self.current.attempt, task)
                 if not script.ignores_term:
                     self._exit_now(task, signal.SIGTERM)
                 else:
@@ -179,6 +195,7 @@ class FakeAgent:
                     self._later(kill_at, Exited(task=task, ts=kill_at, exit_code=None,
                                                 signal="SIGKILL"))
             if not self.alive:
+                self.terminating = False
                 now = self.world.clock.now
                 self.sink(AgentMessage(self.host, Terminated(ts=now), now))
         elif isinstance(message, SignalTasks) and message.task in self.alive:

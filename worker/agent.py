@@ -1,4 +1,4 @@
-"""The per-host agent: ``python -m worker.agent``.
+"""The per-host agent: ``python -m worker.agent``. One agent lives for the whole job.
 
 It reads a :class:`~worker.protocol.Launch` from stdin, kills whatever a dead predecessor left in
 the launch's process table (:mod:`worker.process_table`), starts every task of this host in its own
@@ -10,6 +10,9 @@ session, and then runs one event loop (a selector, no polling) over:
 - stdin: ``signal``, ``dump_stacks``, ``terminate`` commands, and EOF, which means the coordinator is
   gone (it died or the SSH connection dropped): every task's whole tree is killed
   (:mod:`worker.teardown`) and the agent exits;
+- between attempts, the next ``launch``: an attempt ends with a ``terminate``, which the agent
+  confirms with ``terminated`` once every task tree is gone; the coordinator sends the next launch
+  only after that, so every message of one attempt comes before any of the next;
 - stdout, while the :class:`~worker.outbox.Outbox` holds messages the coordinator has not taken.
 
 Nothing holds the loop up: not a task that floods its output, not a coordinator that stops reading,
@@ -23,7 +26,6 @@ print can never corrupt the protocol.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import selectors
 import signal
@@ -76,6 +78,7 @@ class Agent:
         self.selector = selectors.DefaultSelector()
         self.commands = LineBuffer(limit=None)
         self.launch: Launch | None = None
+        self.table: str | None = None  # the process table, fixed by the first launch
         self.input_closed = False  # stdin EOF: the coordinator is done with us (or gone)
         self.output_broken = False  # nobody reads our messages any more
         self.teardown = Teardown(self.tasks)
@@ -135,9 +138,28 @@ class Agent:
             self.outbox.put(Started(task=task.task, pid=pid, ts=time.time()))
             self.record()
 
+    def next_attempt(self, launch: Launch) -> None:
+        """Start the tasks of the next attempt, once the last one's teardown is confirmed."""
+        if self.tasks and not self.teardown.all_gone:
+            self.outbox.put(AgentError(
+                message=f"launch of attempt {launch.attempt} refused: the tasks of attempt "
+                        f"{self.launch.attempt if self.launch else '?'} are still running "
+                        "(terminate them first)"))
+            return
+        for task in self.tasks.values():
+            for fd in list(task.fds):
+                if self.by_fd.pop(fd, None) is not None:
+                    self.selector.unregister(fd)
+            task.close()
+        self.tasks.clear()  # in place: the teardown holds this dict
+        self.by_pid.clear()
+        self.teardown = Teardown(self.tasks)
+        self.launch = launch
+        self.start_tasks(launch)
+
     def record(self) -> None:
         """Rewrite the process table (if the launch named one) with every process we own now."""
-        table = self.launch.process_table if self.launch else None
+        table = self.table
         if table is None:
             return
         try:
@@ -214,6 +236,8 @@ class Agent:
             return
         if isinstance(command, Terminate):
             self.teardown.begin(command.grace_period_s, time.monotonic())
+        elif isinstance(command, Launch):
+            self.next_attempt(command)
         elif isinstance(command, SignalTasks):
             self._signal(command)
         elif isinstance(command, DumpStacks):
@@ -261,7 +285,8 @@ class Agent:
             self._coordinator_lost()
         if self.teardown.step(now):
             self.outbox.put(Terminated(ts=time.time()))
-        if not self.teardown.started and now >= self.next_heartbeat:
+        idle = not self.teardown.started or self.teardown.all_gone
+        if idle and not self.input_closed and now >= self.next_heartbeat:
             self.next_heartbeat = now + self.interval
             self.outbox.put(self._heartbeat())
         if now >= self.next_record:
@@ -323,11 +348,9 @@ class Agent:
             return 0
         launch, commands = first
         if launch.process_table is not None:  # "~/..." names a path in this host's home
-            launch = dataclasses.replace(
-                launch, process_table=os.path.expanduser(launch.process_table))
+            self.table = os.path.expanduser(launch.process_table)
+            self.clear_leftovers(self.table)
         self.launch = launch
-        if launch.process_table is not None:
-            self.clear_leftovers(launch.process_table)
         self.start_tasks(launch)
         for line in commands:
             self.handle_command(line)
@@ -348,11 +371,11 @@ class Agent:
             self.tick()
         for task in self.tasks.values():
             task.close()
-        if launch.process_table is not None:
+        if self.table is not None:
             try:
-                process_table.remove_table(launch.process_table)
+                process_table.remove_table(self.table)
             except OSError as exc:
-                _note(f"cannot remove {launch.process_table}: {exc}")
+                _note(f"cannot remove {self.table}: {exc}")
         self.outbox.flush(EXIT_FLUSH_S)
         return 0
 

@@ -43,6 +43,10 @@ class AgentHandle(Protocol):
     def send(self, message: Message) -> None:
         """Send a command; silently dropped once the agent is gone."""
 
+    def launch(self, message: Launch) -> None:
+        """Start the next attempt's tasks on this agent, which confirmed the last attempt's
+        teardown (``Terminated``). Silently dropped once the agent is gone."""
+
     def close_input(self) -> None:
         """EOF on the agent's stdin: it kills whatever task is left and exits. Non-blocking."""
 

@@ -46,6 +46,9 @@ class LocalAgentHandle:
     def send(self, message: Message) -> None:
         self._channel.send(message)
 
+    def launch(self, message: Launch) -> None:
+        self._channel.send(message)
+
     def close_input(self) -> None:
         self._channel.close_input()
 

@@ -137,12 +137,14 @@ class SshAgentHandle:
         self._session: paramiko.Channel | None = None
         self._agent: AgentChannel | None = None
         self._stderr_thread: threading.Thread | None = None
+        self._workdir = "."
 
     # --- start ---------------------------------------------------------------------------------
 
     def begin(self, command: str, launch: Launch, hello_timeout_s: float, *, python: str,
               workdir: str) -> None:
         """Exec the agent, wait for its hello, send ``launch``; on failure clean up and raise."""
+        self._workdir = workdir
         try:
             self._session = self.connection.open_session(Deadline(hello_timeout_s))
             self.connection.exec(self._session, command, hello_timeout_s)
@@ -230,6 +232,9 @@ class SshAgentHandle:
     def send(self, message: Message) -> None:
         if self._agent is not None:
             self._agent.send(message)
+
+    def launch(self, message: Launch) -> None:
+        self.send(launch_for_agent(message, self._workdir))
 
     def close_input(self) -> None:
         if self._agent is not None:

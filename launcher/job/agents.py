@@ -1,9 +1,12 @@
-"""The agents of one attempt, one per host: started all at once, pinged, told to stop, closed.
+"""The agents of a job, one per host, alive from the first attempt to the end of the job.
 
-Each start runs in its own thread (an SSH connection can take seconds) so that the attempt's loop
-keeps running meanwhile: hosts already up are pinged and watched, and each start's outcome arrives
-on the attempt's inbox as :class:`AgentUp` or :class:`AgentDown`. The attempt's loop is the only
-caller of every other method.
+An attempt is a launch message to each host's agent; its teardown a ``terminate`` that the agent
+confirms (``Terminated``) once every task tree is gone. The next attempt reuses the agent (and its
+SSH connection); only an agent that was lost (its output ended, or it never confirmed) is replaced
+by a new one. Starting an agent runs in its own thread (an SSH connection can take seconds) so
+that the attempt's loop keeps running meanwhile; each start's outcome arrives on the inbox as
+:class:`AgentUp` or :class:`AgentDown` (an agent that is reused arrives as :class:`AgentUp` at
+once). Only the job loop's thread calls the methods here.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from worker.protocol import Message, Output, Ping, Terminate
 
 @dataclass(frozen=True)
 class AgentUp:
-    """A host's agent started and was sent its launch message."""
+    """A host's agent is up and was sent this attempt's launch message."""
 
     host: str
     handle: AgentHandle
+    reused: bool = False
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,13 @@ class AgentDown:
     at: float
 
 
+#: Extra time, beyond the grace period, that agents get to confirm their tasks are gone.
+TEARDOWN_MARGIN_S = 10.0
+#: Longest wait, at teardown, for agent starts still under way (SSH connects are bounded).
+START_WAIT_S = 120.0
+#: How long an agent gets to exit after its input closed, before it is killed.
+AGENT_EXIT_WAIT_S = 2.0
+
 #: Runs an agent start (``name``, ``work``) concurrently with the attempt's loop.
 Spawn = Callable[[str, Callable[[], None]], None]
 
@@ -46,21 +57,23 @@ def in_thread(name: str, work: Callable[[], None]) -> None:
 
 
 class AgentSet:
-    """``put`` receives every agent event; once :meth:`route_output` is called, task output goes
-    to its callback instead, at once, from the agent's reader thread, so that output never queues
-    in front of an exit, a heartbeat or an agent's end, however much of it there is."""
+    """``put`` receives every agent event; while an attempt has called :meth:`route_output`, task
+    output goes to its callback instead, at once, from the agent's reader thread, so that output
+    never queues in front of an exit, a heartbeat or an agent's end, however much of it there is.
+    """
 
     def __init__(self, backend: Backend, put: Callable[[AgentEvent | AgentUp | AgentDown], None],
                  clock: Callable[[], float], spawn: Spawn = in_thread) -> None:
         self._backend = backend
         self._put = put
-        self._on_output: Callable[[str, Output], None] | None = None
         self._clock = clock
         self._spawn = spawn
-        self.handles: dict[str, AgentHandle] = {}
-        self._open: set[str] = set()  # started, output not yet ended
+        self._on_output: Callable[[str, Output], None] | None = None
+        self.handles: dict[str, AgentHandle] = {}  # every agent started and not yet reaped
+        self._open: set[str] = set()  # up, output not yet ended
         self._starting: set[str] = set()  # start under way
-        self._closed: set[str] = set()
+        self._confirmed: set[str] = set()  # confirmed this attempt's teardown
+        self.started = 0  # agents started over the job (a reused one counts once)
 
     @property
     def starting(self) -> bool:
@@ -70,8 +83,21 @@ class AgentSet:
     def any_open(self) -> bool:
         return bool(self._open)
 
+    @property
+    def unconfirmed(self) -> set[str]:
+        """Open agents that have not confirmed this attempt's teardown yet."""
+        return self._open - self._confirmed
+
+    # --- an attempt --------------------------------------------------------------------------
+
+    def route_output(self, callback: Callable[[str, Output], None]) -> None:
+        """Hand task output to ``callback(host, output)`` (thread-safe, non-blocking) instead of
+        ``put``, for the attempt about to start."""
+        self._on_output = callback
+
     def start_all(self, plan: LaunchPlan, log_for: Callable[[str], Path]) -> None:
-        """Start every host's agent at once, each from its own thread."""
+        """Send every host its launch: through its agent if it is up, else by starting one."""
+        self._confirmed.clear()
 
         def start(host: HostPlan) -> None:
             try:
@@ -84,15 +110,17 @@ class AgentSet:
                 return
             self._put(AgentUp(host.name, handle))
 
+        fresh = []
         for host in plan.hosts:
-            self._starting.add(host.name)
-        for host in plan.hosts:
+            if host.name in self._open:
+                handle = self.handles[host.name]
+                handle.launch(plan.launch_message(host))
+                self._put(AgentUp(host.name, handle, reused=True))
+            else:
+                self._starting.add(host.name)
+                fresh.append(host)
+        for host in fresh:
             self._spawn(f"start-{host.name}", functools.partial(start, host))
-
-    def route_output(self, callback: Callable[[str, Output], None]) -> None:
-        """Hand task output to ``callback(host, output)`` (thread-safe, non-blocking) instead of
-        ``put``. Call before :meth:`start_all`."""
-        self._on_output = callback
 
     def _sink(self, event: AgentEvent) -> None:
         if (self._on_output is not None and isinstance(event, AgentMessage)
@@ -103,8 +131,9 @@ class AgentSet:
 
     def up(self, item: AgentUp) -> None:
         self._starting.discard(item.host)
-        self.handles[item.host] = item.handle
-        if item.host not in self._closed:
+        if not item.reused:
+            self.started += 1
+            self.handles[item.host] = item.handle
             self._open.add(item.host)
 
     def down(self, item: AgentDown) -> None:
@@ -113,7 +142,10 @@ class AgentSet:
     def closed(self, host: str) -> None:
         """The agent's output ended (it exited, was killed, or its connection dropped)."""
         self._open.discard(host)
-        self._closed.add(host)
+
+    def confirmed(self, host: str) -> None:
+        """The agent said every task tree of this attempt is gone."""
+        self._confirmed.add(host)
 
     def ping(self) -> None:
         """Tell every agent we are alive, so a partitioned agent can stop its tasks itself."""
@@ -121,28 +153,39 @@ class AgentSet:
             self.handles[host].send(Ping())
 
     def send(self, host: str, message: Message) -> bool:
-        """Send to one host's agent; False when it has not started (or never will)."""
-        handle = self.handles.get(host)
-        if handle is None:
+        """Send to one host's agent; False when it is not up (or never will be)."""
+        if host not in self._open:
             return False
-        handle.send(message)
+        self.handles[host].send(message)
         return True
 
     def send_all(self, message: Message) -> None:
-        for handle in self.handles.values():
-            handle.send(message)
+        for host in self._open:
+            self.handles[host].send(message)
 
     def terminate_all(self, grace_s: float) -> None:
         self.send_all(Terminate(grace_period_s=grace_s))
 
-    def close_inputs(self) -> None:
-        """EOF to every agent: each kills what is left of its tasks and exits."""
-        for handle in self.handles.values():
-            handle.close_input()
+    # --- ending agents -----------------------------------------------------------------------
+
+    def drop(self, hosts: set[str], timeout_s: float) -> dict[str, list[int]]:
+        """End the agents of ``hosts`` (lost, or they never confirmed a teardown): the next
+        attempt starts new ones there. The pids each left that had to be killed, by host."""
+        leftovers: dict[str, list[int]] = {}
+        for host in sorted(hosts):
+            handle = self.handles.pop(host, None)
+            self._open.discard(host)
+            if handle is not None and (pids := handle.close(timeout_s=timeout_s)):
+                leftovers[host] = pids
+        return leftovers
+
+    def drop_lost(self, timeout_s: float) -> dict[str, list[int]]:
+        """Reap the agents whose output ended (see :meth:`drop`)."""
+        return self.drop(set(self.handles) - self._open, timeout_s)
 
     def close_all(self, timeout_s: float) -> dict[str, list[int]]:
-        """End every agent (safe to call more than once); the pids each left behind that had to
-        be killed here, by host."""
-        leftovers = {host: handle.close(timeout_s=timeout_s)
-                     for host, handle in self.handles.items()}
-        return {host: pids for host, pids in leftovers.items() if pids}
+        """End every agent (at the end of the job): EOF to all at once, then each is waited
+        for. Safe to call more than once."""
+        for handle in self.handles.values():
+            handle.close_input()
+        return self.drop(set(self.handles), timeout_s)

@@ -16,17 +16,24 @@ import signal
 from collections.abc import Callable
 
 from launcher.backends.base import AgentClosed
-from launcher.job.agents import AgentDown, AgentSet, AgentUp
+from launcher.job.agents import (
+    AGENT_EXIT_WAIT_S,
+    START_WAIT_S,
+    TEARDOWN_MARGIN_S,
+    AgentDown,
+    AgentSet,
+    AgentUp,
+)
 from launcher.job.events import (
     AttemptStarted,
     JobStopping,
     TaskExited,
-    TaskFailed,
     TaskPreempted,
     TaskProgress,
     TaskStarted,
 )
-from launcher.job.failures import FailureKind, TaskFailure, classify_exit, format_report, step_mismatch
+from launcher.job.failure_log import FailureLog
+from launcher.job.failures import FailureKind, format_report
 from launcher.job.health import HealthIssue, HealthMonitor
 from launcher.job.hooks import AttemptHooks
 from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
@@ -50,6 +57,7 @@ from worker.protocol import (
     Started,
     TaskReport,
     Terminate,
+    Terminated,
 )
 from worker.task_reports import ReportKind
 
@@ -57,14 +65,8 @@ Emit = Callable[[Event], None]
 
 #: task_progress events are written at most this often per task (every step still counts).
 PROGRESS_EVENT_INTERVAL_S = 1.0
-#: Extra time, beyond the grace period, that agents get to report their tasks gone.
-TEARDOWN_MARGIN_S = 10.0
-#: Longest wait, at teardown, for agent starts still under way (SSH connects are bounded).
-START_WAIT_S = 120.0
 #: How long the tasks' stack dumps get to reach the logs before a hung attempt is killed.
 STACK_DUMP_WAIT_S = 1.0
-#: How long each agent gets to exit after its input closed, before it is killed.
-AGENT_EXIT_WAIT_S = 2.0
 #: Longest sleep of the loop when nothing is due (it wakes at once for any message).
 IDLE_WAKE_S = 1.0
 
@@ -88,7 +90,9 @@ class AttemptRunner:
         #: Masks secrets (the job's own secret values, credential patterns) in all it records.
         self.redact = Redactor.for_envs(task.env for task in launch_plan.tasks)
         self.logs = TaskLogs(run_dir, launch_plan.attempt, on_error=console.warn)
-        self.failures: list[TaskFailure] = []
+        self.failures = FailureLog(launch_plan.attempt, self.tasks, emit=emit, clock=clock,
+                                   redact=self.redact,
+                                   preemption_codes=launch_plan.preemption_exit_codes)
         self.bad_checkpoints: set[str] = set()
         self.stopping_since: float | None = None
         self.terminate_at: float | None = None  # graceful stop: TERM only after this
@@ -110,20 +114,15 @@ class AttemptRunner:
         resume = self.plan.resume
         self.emit(AttemptStarted(self.attempt, resume_step=None if resume is None else resume.step,
                                  resume_checkpoint=None if resume is None else resume.checkpoint,
-                                 ports=self._ports()))
-        try:
-            self.agents.start_all(self.plan,
-                                  lambda host: self.run_dir.agent_log(self.plan.attempt, host))
+                                 ports=self.plan.ports))
+        try:  # the agents outlive the attempt: the coordinator ends them with the job
+            self.agents.start_all(self.plan, self.run_dir.agent_log)
             self._loop(lambda: self.stopping_since is None and not self.tasks.all_succeeded,
                        watch_health=True)
             self._shutdown()
         finally:
-            self.agents.close_all(self.plan.grace_period_s)  # no-op after a clean shutdown
             self.logs.close()
         return self._result()
-
-    def _ports(self) -> dict[str, int]:
-        return {str(t.task): t.port for t in self.plan.tasks if t.port is not None}
 
     def _result(self) -> AttemptResult:
         status = (AttemptStatus.INTERRUPTED if self.interrupt is not None
@@ -131,7 +130,7 @@ class AttemptRunner:
                   else AttemptStatus.SUCCEEDED)
         return AttemptResult(
             attempt=self.plan.attempt, status=status, started_at=self.started_at,
-            ended_at=self.clock(), failures=tuple(self.failures), ports=self._ports(),
+            ended_at=self.clock(), failures=tuple(self.failures.failures), ports=self.plan.ports,
             resume_step=None if self.plan.resume is None else self.plan.resume.step,
             max_step=self.tasks.max_step(), first_progress_at=self.first_progress_at,
             interrupt_signal=None if self.interrupt is None else self.interrupt.name,
@@ -187,6 +186,8 @@ class AttemptRunner:
             self._on_exited(host, message, received_at)
         elif isinstance(message, TaskReport):
             self._on_report(message)
+        elif isinstance(message, Terminated):
+            self.agents.confirmed(host)
         elif isinstance(message, AgentError):
             self.console.error(self.redact(f"agent on {host}: {message.message}"))
 
@@ -211,7 +212,8 @@ class AttemptRunner:
     def _on_agent_down(self, item: AgentDown) -> None:
         self.agents.down(item)
         for runtime in self.tasks.on(item.host):
-            self._write_off(runtime.name, item.host, FailureKind.LOST_HOST, item.at, item.error)
+            self.failures.write_off(runtime.name, item.host, FailureKind.LOST_HOST, item.at,
+                                    item.error)
         self._stop(f"could not start the agent on {item.host}")
 
     def _on_agent_closed(self, item: AgentClosed) -> None:
@@ -224,7 +226,7 @@ class AttemptRunner:
         self.health.host_gone(host)
         lost = self.tasks.active_on(host)
         for runtime in lost:
-            self._write_off(runtime.name, host, FailureKind.LOST_HOST, since, why)
+            self.failures.write_off(runtime.name, host, FailureKind.LOST_HOST, since, why)
         if lost:
             self._stop(f"lost host {host}")
 
@@ -253,7 +255,7 @@ class AttemptRunner:
         # MWMS tasks run in lock-step: tasks that begin at different steps restored different
         # checkpoints, and the collectives will fail
         if first and (firsts := self.tasks.start_steps()) is not None:
-            self._record_failure(step_mismatch(firsts, self.plan.attempt, received_at))
+            self.failures.start_steps_differ(firsts, received_at)
             self._stop("tasks started from different steps")
         if self.hooks is not None and self.stopping_since is None:
             self.hooks.on_progress(self, message.task, message.step)
@@ -293,16 +295,7 @@ class AttemptRunner:
             return
         if not active:
             return
-        runtime.to(TaskState.FAILED)
-        kind, note = classify_exit(message, restore_failed=runtime.restore_failed,
-                                   reported_steps=runtime.step is not None,
-                                   preemption_codes=self.plan.preemption_exit_codes)
-        self._record_failure(TaskFailure(
-            task=message.task, host=host, attempt=self.plan.attempt, kind=kind,
-            died_at=message.ts, observed_at=received_at, exit_code=message.exit_code,
-            signal=message.signal,
-            traceback=None if message.traceback is None else self.redact(message.traceback),
-            stderr_tail=tuple(self.redact(line) for line in message.stderr_tail), message=note))
+        kind = self.failures.exited(host, message, received_at)
         self._stop(f"{message.task} failed", graceful=kind is FailureKind.PREEMPTED)
 
     # --- health ------------------------------------------------------------------------------
@@ -324,27 +317,13 @@ class AttemptRunner:
         if issue.task is None:
             return
         self.health.task_done(issue.task)
-        self._write_off(issue.task, issue.host, issue.kind, issue.since, issue.message)
+        self.failures.write_off(issue.task, issue.host, issue.kind, issue.since, issue.message)
 
     def _dump_stacks(self) -> None:
         """Ask every task for its Python stacks (into its log) before the attempt is killed."""
         self.console.warn("asking every task for its Python stacks (see the task logs)")
         self.agents.send_all(DumpStacks())
         self._loop(lambda: True, deadline=self.clock() + STACK_DUMP_WAIT_S)
-
-    def _write_off(self, task: str, host: str, kind: FailureKind, since: float,
-                   why: str) -> None:
-        """A task that is failed without an exit of its own (hung, its host lost)."""
-        runtime = self.tasks[task]
-        if runtime.state.active:
-            runtime.to(TaskState.FAILED)
-        self._record_failure(TaskFailure(
-            task=task, host=host, attempt=self.plan.attempt, kind=kind, died_at=since,
-            observed_at=self.clock(), message=why))
-
-    def _record_failure(self, failure: TaskFailure) -> None:
-        self.failures.append(failure)
-        self.emit(TaskFailed(failure))
 
     # --- stop --------------------------------------------------------------------------------
 
@@ -376,8 +355,9 @@ class AttemptRunner:
         self.agents.terminate_all(grace)
 
     def _shutdown(self) -> None:
-        """Let the tasks go (EOF to every agent), collect what they still report, and verify that
-        nothing of the attempt is left."""
+        """End every task (a terminate to every agent), collect what they still report, and have
+        each agent confirm that nothing of the attempt is left; an agent that was lost or does
+        not confirm is ended here (the next attempt starts a new one on its host)."""
         if self.terminate_at is not None:  # graceful: wait for the others to exit on their own
             self._loop(lambda: self.tasks.any_active, deadline=self.terminate_at)
             self._terminate_all()
@@ -386,9 +366,14 @@ class AttemptRunner:
         if self.stopping_since is not None:  # commands (a second Ctrl-C) still reach the agents
             self._loop(lambda: self.tasks.any_active and self.agents.any_open,
                        deadline=self.clock() + self.plan.grace_period_s + TEARDOWN_MARGIN_S)
-        self.agents.close_inputs()
-        self._loop(lambda: self.agents.any_open, deadline=self.clock() + TEARDOWN_MARGIN_S)
-        for host, pids in self.agents.close_all(AGENT_EXIT_WAIT_S).items():
+        self.agents.terminate_all(self._grace_s)  # also after success: leftovers of the tasks
+        self._loop(lambda: bool(self.agents.unconfirmed),
+                   deadline=self.clock() + self._grace_s + TEARDOWN_MARGIN_S)
+        if stuck := self.agents.unconfirmed:
+            self.console.warn(f"no confirmation that the tasks are gone from {sorted(stuck)}; "
+                              "ending those agents")
+        for host, pids in {**self.agents.drop(stuck, AGENT_EXIT_WAIT_S),
+                           **self.agents.drop_lost(AGENT_EXIT_WAIT_S)}.items():
             self.console.warn(f"{host}: killed {len(pids)} process(es) left behind "
                               f"by the attempt: {pids}")
         while True:  # the agents' last words (e.g. AgentClosed) after close()
@@ -397,4 +382,4 @@ class AttemptRunner:
             except queue.Empty:
                 break
         if self.failures:
-            self.console.error(format_report(self.failures, self.plan.job))
+            self.console.error(format_report(self.failures.failures, self.plan.job))

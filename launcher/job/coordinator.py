@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.backends.base import Backend
+from launcher.backends.base import AgentClosed, Backend
 from launcher.job.agents import AgentSet, Spawn, in_thread
 from launcher.job.attempt import AttemptRunner
 from launcher.job.checkpoint_lock import HolderRecord, LockFile, held
@@ -117,8 +117,8 @@ class Coordinator:
         self.listeners = list(listeners)
         self.clock = clock
         self._new_inbox: Callable[[], Inbox] = new_inbox or _simple_queue
-        self._spawn = spawn
         self.queue: Inbox = self._new_inbox()
+        self.agents = AgentSet(backend, self._to_inbox, clock, spawn)
         self.machine = JobStateMachine()
         self.events: EventLog | None = None
         self.bad_checkpoints: set[str] = set()
@@ -148,7 +148,10 @@ class Coordinator:
                     self.events = EventLog(self.run_dir.events, self.clock)
                     for listener in self.listeners:
                         self.events.subscribe(listener)
-                    result = self._run_job(ports)
+                    try:
+                        result = self._run_job(ports)
+                    finally:
+                        self._end_agents()
                     self.run_dir.write_summary(self._summary(result, started))
                 except OSError as exc:
                     if not self.run_dir.caused(exc):
@@ -216,17 +219,34 @@ class Coordinator:
         if self.events is not None:
             self.events.emit(event)
 
+    def _to_inbox(self, item: InboxItem) -> None:
+        """Agents outlive attempts: what they say goes to the inbox of the attempt running now."""
+        self.queue.put(item)
+
     def _fresh_queue(self) -> None:
-        """A new inbox per attempt, so nothing late from the last attempt's agents can reach the
-        next one; a pending Ctrl-C / SIGTERM is carried over."""
+        """A new inbox per attempt, so nothing late from the last attempt can reach the next one;
+        a pending Ctrl-C / SIGTERM is carried over, and an agent lost meanwhile is noted."""
         old, self.queue = self.queue, self._new_inbox()
         while True:
             try:
                 item = old.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(item, Interrupt):
-                self.queue.put(item)
+            self._between_attempts(item)
+
+    def _between_attempts(self, item: InboxItem) -> Interrupt | None:
+        """What matters of an item that arrives between two attempts."""
+        if isinstance(item, Interrupt):
+            self.queue.put(item)
+            return item
+        if isinstance(item, AgentClosed):
+            self.agents.closed(item.host)
+        return None
+
+    def _end_agents(self) -> None:
+        """The job is over: end every agent (each kills what is left of its tasks)."""
+        for host, pids in self.agents.close_all(self.spec.health.grace_period_s).items():
+            self.console.warn(f"{host}: killed {len(pids)} process(es) left behind: {pids}")
 
     def _allocate(self, avoid: frozenset[int] = frozenset()) -> dict[TaskId, int]:
         numbers = self.ports.allocate(len(self._port_tasks), avoid=avoid)
@@ -249,7 +269,7 @@ class Coordinator:
             launch_plan = self.planner.plan(attempt, ports, resume)
             self._fresh_queue()
             result = AttemptRunner(
-                launch_plan, agents=AgentSet(self.backend, self.queue.put, self.clock, self._spawn),
+                launch_plan, agents=self.agents,
                 inbox=self.queue, run_dir=self.run_dir, console=self.console, emit=self._emit,
                 phase=self._phase, health=spec.health, hooks=self.hooks, clock=self.clock).run()
             self.bad_checkpoints |= result.bad_checkpoints
@@ -352,15 +372,21 @@ class Coordinator:
         return JobResult(self.spec.name, JobState.FAILED, exit_code, decision.reason, history)
 
     def _wait(self, seconds: float) -> Interrupt | None:
-        """Sleep out a backoff, but wake at once for Ctrl-C / SIGTERM."""
+        """Sleep out a backoff, but wake at once for Ctrl-C / SIGTERM; the agents, which outlive
+        the attempt, keep being pinged meanwhile."""
         deadline = self.clock() + seconds
+        interval = self.spec.health.heartbeat_interval_s
+        next_ping = self.clock()
         while True:
-            left = deadline - self.clock()
-            if left <= 0:
+            now = self.clock()
+            if now >= deadline:
                 return None
+            if now >= next_ping:
+                self.agents.ping()
+                next_ping = now + interval
             try:
-                item = self.queue.get(timeout=left)
+                item = self.queue.get(timeout=max(0.0, min(deadline, next_ping) - now))
             except queue.Empty:
-                return None
-            if isinstance(item, Interrupt):
-                return item
+                continue
+            if (interrupt := self._between_attempts(item)) is not None:
+                return interrupt

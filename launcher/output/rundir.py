@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import TfclusterError
+from launcher.layout import AGENTS_DIR
 from worker.tfconfig import TaskId
 
 EVENTS_FILE = "events.jsonl"
@@ -153,8 +154,10 @@ class RunDir:
     def task_log(self, attempt: int, task: TaskId) -> Path:
         return self.attempt_dir(attempt) / f"{task.file_stem}.log"
 
-    def agent_log(self, attempt: int, host: str) -> Path:
-        return self.attempt_dir(attempt) / f"agent-{host}.log"
+    def agent_log(self, host: str) -> Path:
+        """The log of ``host``'s agent (one agent lives for the whole job; a replacement for a
+        lost one appends to it)."""
+        return self.path / AGENTS_DIR / f"{host}.log"
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Replace ``summary.json`` atomically; OSError if it cannot be written (then no partial

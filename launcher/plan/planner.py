@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.errors import TfclusterError
+from launcher.layout import AGENTS_DIR, PROCESS_TABLE_SUFFIX, REMOTE_AGENTS_DIR
 from launcher.netaddr import format_address
 from launcher.spec.model import ClusterSpec
 from launcher.spec.rules import TaskSlot
@@ -21,11 +22,6 @@ from worker import env
 from worker.protocol import Launch, TaskLaunch
 from worker.tfconfig import EVALUATOR, TaskId, TFConfig, build_cluster, checkpoint_writer, task_order
 
-#: Where agents' process tables go: under the run directory for local agents, under the login
-#: user's home on a remote host (the agent expands ``~``).
-AGENTS_DIR = "agents"
-REMOTE_AGENTS_DIR = "~/.cache/tfcluster/agents"
-PROCESS_TABLE_SUFFIX = ".processes.json"
 #: Interpreter used on remote hosts when the spec does not name one.
 REMOTE_PYTHON = "python3"
 LOCAL_ADDRESS = "localhost"
@@ -94,6 +90,11 @@ class LaunchPlan:
     def tasks(self) -> tuple[TaskPlan, ...]:
         tasks = (t for h in self.hosts for t in h.tasks)
         return tuple(sorted(tasks, key=lambda t: task_order(t.task)))
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """The port of every task that serves one, by task name."""
+        return {str(t.task): t.port for t in self.tasks if t.port is not None}
 
     @property
     def chief_host(self) -> HostPlan:

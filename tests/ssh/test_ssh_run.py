@@ -61,7 +61,7 @@ def test_a_job_over_ssh_succeeds_with_the_events_of_a_local_run(
     for task in ("worker-0", "worker-1"):
         assert "done step=5" in (tmp_path / "ssh-run" / "attempt-0" / f"{task}.log").read_text()
     assert "[worker:1] fake_trainer worker:1 done step=5" in job.stdout
-    agent_log = (tmp_path / "ssh-run" / "attempt-0" / f"agent-{SSH_HOST}.log").read_text()
+    agent_log = (tmp_path / "ssh-run" / "agents" / f"{SSH_HOST}.log").read_text()
     assert sshd.fingerprint in agent_log  # the host key it checked, for the record
     assert sshd.wait_no_sessions(5) == []
 
@@ -81,7 +81,7 @@ def test_env_and_args_reach_the_task_byte_for_byte_and_never_a_shell(
     assert json.loads(found["ENV"]) == value
     assert json.loads(found["ARGV"]) == [value]
     assert not pwned.exists()
-    command = (tmp_path / "run" / "attempt-0" / f"agent-{SSH_HOST}.log").read_text().split("\n")[0]
+    command = (tmp_path / "run" / "agents" / f"{SSH_HOST}.log").read_text().split("\n")[0]
     assert command.endswith("-m worker.agent")  # the one command sshd ran: no env, no TF_CONFIG
     assert "TF_CONFIG" not in command and "INJECT" not in command and value not in command
 

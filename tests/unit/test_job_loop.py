@@ -34,7 +34,7 @@ from tests.fake_backend import (
     run_inline,
 )
 from worker.env import PREEMPTION_EXIT_CODE
-from worker.protocol import DumpStacks, TaskReport, Terminate
+from worker.protocol import DumpStacks, Launch, TaskReport, Terminate
 
 
 @dataclass
@@ -113,10 +113,11 @@ def test_a_crash_restarts_the_whole_job_after_the_backoff(tmp_path: Path) -> Non
     started = job.of("attempt_started")
     assert [e["attempt"] for e in started] == [0, 1]
     assert started[1]["ts"] - restarting["ts"] >= 2.0  # the backoff was waited out
-    # the survivors got TERM with the short failure grace, and every agent its EOF
+    # the survivors got TERM with the short failure grace; one agent served both attempts
     terms = [s.message for s in job.world.sent if isinstance(s.message, Terminate)]
     assert terms[0].grace_period_s == 2.0
-    assert job.world.agents_closed == job.world.agents_started == 2
+    assert job.world.agents_closed == job.world.agents_started == 1
+    assert [s.message.attempt for s in job.world.sent if isinstance(s.message, Launch)] == [0, 1]
 
 
 def test_a_hang_is_detected_at_the_deadline_stacks_dumped_before_the_kill(tmp_path: Path) -> None:

@@ -18,14 +18,15 @@ ROOT = Path(__file__).resolve().parents[2]
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "netaddr": set(),
-    "spec": {"errors"},
-    "plan": {"errors", "netaddr", "spec"},
-    "ssh": {"errors", "netaddr"},
-    "backends": {"errors", "plan", "ssh"},
-    "preflight": {"errors", "plan", "ssh", "backends"},
-    "output": {"errors"},
-    "job": {"errors", "spec", "plan", "backends", "output"},
-    "cli": {"errors", "netaddr", "spec", "plan", "ssh", "backends", "preflight", "output", "job"},
+    "layout": set(),
+    "spec": {"layout", "errors"},
+    "plan": {"layout", "errors", "netaddr", "spec"},
+    "ssh": {"layout", "errors", "netaddr"},
+    "backends": {"layout", "errors", "plan", "ssh"},
+    "preflight": {"layout", "errors", "plan", "ssh", "backends"},
+    "output": {"layout", "errors"},
+    "job": {"layout", "errors", "spec", "plan", "backends", "output"},
+    "cli": {"layout", "errors", "netaddr", "spec", "plan", "ssh", "backends", "preflight", "output", "job"},
     "__main__": {"cli"},
 }
 
