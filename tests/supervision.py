@@ -13,6 +13,8 @@ from typing import Any
 import psutil
 
 from tests import procs
+from tests.integration.test_agent_pid_reuse import spawn_with_pid
+from tests.jobs import Job, by, running, write_spec
 from worker.process_table import read_table
 
 #: worker:0 exits 0 at once; worker:1 waits for the go file, then exits 0.
@@ -39,6 +41,25 @@ os.wait()
 if attempt == "0":
     time.sleep(600)
 """
+
+
+def check_stranger_untouched(tmp_path: Path, spec: dict[str, Any], go: Path) -> Job:
+    """Run ``spec`` (EARLY_EXIT tasks waiting for ``go``); once worker:0 has exited, give a
+    stranger its pid, let the job end, and check the stranger got no signal at all."""
+    signals = tmp_path / "stranger-signals"
+    with running(["run", str(write_spec(tmp_path, spec))], tmp_path / "run", tmp_path) as job:
+        pid = job.wait_event(by("task_started", task="worker:0"))["pid"]
+        job.wait_event(by("task_exited", task="worker:0", exit_code=0))
+        stranger = spawn_with_pid(pid, signals)
+        try:
+            go.touch()
+            assert job.wait() == 0, job.stderr
+            caught = signals.read_text().split() if signals.exists() else []
+            assert (stranger.poll(), caught) == (None, [])
+        finally:
+            stranger.kill()
+            stranger.wait()
+    return job
 
 
 def entrypoint(tmp_path: Path, name: str, source: str, arg: Path) -> dict[str, Any]:

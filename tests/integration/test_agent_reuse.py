@@ -4,6 +4,7 @@ replaced), measured from the outside by the agents' pids in the tasks' parentage
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -27,6 +28,13 @@ if attempt < 3:
 """
 
 
+def assert_one_agent_served_four_attempts(notes: Path, events: list[dict[str, Any]]) -> None:
+    assert [e["attempt"] for e in events if e["event"] == "attempt_started"] == [0, 1, 2, 3]
+    parents = {note.name: int(note.read_text()) for note in notes.glob("parent-*")}
+    assert len(parents) == 8
+    assert len(set(parents.values())) == 1, parents  # one agent process for every attempt
+
+
 def test_three_restarts_run_in_one_agent(tmp_path: Path) -> None:
     script = tmp_path / "note_parent.py"
     script.write_text(NOTE_PARENT)
@@ -36,10 +44,7 @@ def test_three_restarts_run_in_one_agent(tmp_path: Path) -> None:
     with running(["run", str(write_spec(tmp_path, spec))], tmp_path / "run", tmp_path) as job:
         assert job.wait() == 0, job.stderr
         events = job.events()
-    assert [e["attempt"] for e in events if e["event"] == "attempt_started"] == [0, 1, 2, 3]
-    parents = {note.name: int(note.read_text()) for note in tmp_path.glob("parent-*")}
-    assert len(parents) == 8
-    assert len(set(parents.values())) == 1, parents  # one agent process for every attempt
+    assert_one_agent_served_four_attempts(tmp_path, events)
     assert not (tmp_path / "run" / "agents" / "localhost.processes.json").exists()
 
 

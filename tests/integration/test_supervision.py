@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests import supervision as sv
-from tests.integration.test_agent_pid_reuse import spawn_with_pid
 from tests.jobs import by, fake_spec, running, write_spec
 
 
@@ -20,20 +19,8 @@ def test_a_stranger_with_an_exited_tasks_pid_is_not_signalled_at_teardown(
     go = tmp_path / "go"
     spec = fake_spec("reuse", entrypoint=sv.entrypoint(tmp_path, "early", sv.EARLY_EXIT, go),
                      tasks=[{"type": "worker", "count": 2}])
-    signals = tmp_path / "stranger-signals"
-    with running(["run", str(write_spec(tmp_path, spec))], tmp_path / "run", tmp_path) as job:
-        pid = job.wait_event(by("task_started", task="worker:0"))["pid"]
-        job.wait_event(by("task_exited", task="worker:0", exit_code=0))
-        stranger = spawn_with_pid(pid, signals)
-        try:
-            go.touch()
-            assert job.wait() == 0, job.stderr
-            caught = signals.read_text().split() if signals.exists() else []
-            assert (stranger.poll(), caught) == (None, [])
-            assert "left behind" not in job.stderr
-        finally:
-            stranger.kill()
-            stranger.wait()
+    job = sv.check_stranger_untouched(tmp_path, spec, go)
+    assert "left behind" not in job.stderr
 
 
 @pytest.mark.timeout(90)

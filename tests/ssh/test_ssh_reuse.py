@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_agent_reuse import NOTE_PARENT
+from tests.integration.test_agent_reuse import NOTE_PARENT, assert_one_agent_served_four_attempts
 from tests.jobs import running, write_spec
 from tests.ssh.remote import SSH_HOST, SshSetup
 
@@ -22,10 +22,7 @@ def test_three_restarts_over_one_connection_and_one_remote_agent(tmp_path: Path,
     with running(["run", str(write_spec(tmp_path, spec))], tmp_path / "run", tmp_path) as job:
         assert job.wait() == 0, job.stderr
         events = job.events()
-    assert [e["attempt"] for e in events if e["event"] == "attempt_started"] == [0, 1, 2, 3]
-    parents = {note.name: int(note.read_text()) for note in tmp_path.glob("parent-*")}
-    assert len(parents) == 8
-    assert len(set(parents.values())) == 1, parents
+    assert_one_agent_served_four_attempts(tmp_path, events)
     log = (tmp_path / "run" / "agents" / f"{SSH_HOST}.log").read_text()
     assert log.count("tfcluster: ssh ") == 1  # one connection, opened once
     assert ssh.sshd.wait_no_sessions(5) == []

@@ -12,7 +12,6 @@ import pytest
 
 from launcher.plan.planner import remote_process_table
 from tests import supervision as sv
-from tests.integration.test_agent_pid_reuse import spawn_with_pid
 from tests.jobs import by, running, write_spec
 from tests.ssh.remote import SSH_HOST, SshSetup, processes_with
 
@@ -24,19 +23,7 @@ def test_a_remote_stranger_with_an_exited_tasks_pid_is_not_signalled(
         tmp_path: Path, ssh: SshSetup) -> None:
     go = tmp_path / "go"
     spec = ssh.spec("sshreuse", entrypoint=sv.entrypoint(tmp_path, "early", sv.EARLY_EXIT, go))
-    signals = tmp_path / "stranger-signals"
-    with running(["run", str(write_spec(tmp_path, spec))], tmp_path / "run", tmp_path) as job:
-        pid = job.wait_event(by("task_started", task="worker:0"))["pid"]
-        job.wait_event(by("task_exited", task="worker:0", exit_code=0))
-        stranger = spawn_with_pid(pid, signals)
-        try:
-            go.touch()
-            assert job.wait() == 0, job.stderr
-            caught = signals.read_text().split() if signals.exists() else []
-            assert (stranger.poll(), caught) == (None, [])
-        finally:
-            stranger.kill()
-            stranger.wait()
+    sv.check_stranger_untouched(tmp_path, spec, go)
 
 
 def test_the_next_agent_kills_what_a_killed_remote_agent_left(tmp_path: Path,
