@@ -1,7 +1,9 @@
 """Runs on every host: the agent (``python -m worker.agent``) and the training-script helpers.
 
 Importing this package never imports TensorFlow and never imports ``launcher``. ``context`` and
-``report`` are loaded on first use, so the agent and every task start without paying for them.
+``report`` are loaded on first use, so the agent and every task start without paying for them;
+``termination_config`` (TensorFlow's PreemptionCheckpointHandler under tfcluster) imports TF only
+when it is called.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from worker.reporting import report
     from worker.task_context import TaskContext, context
+    from worker.termination import termination_config
 
-__all__ = ["TaskContext", "context", "report"]
+__all__ = ["TaskContext", "context", "report", "termination_config"]
 
 _LAZY = {"TaskContext": "worker.task_context", "context": "worker.task_context",
-         "report": "worker.reporting"}
+         "report": "worker.reporting", "termination_config": "worker.termination"}
 
 
 def __getattr__(name: str) -> Any:

@@ -11,6 +11,9 @@ CHECKPOINT_DIR = "TFCLUSTER_CHECKPOINT_DIR"
 RESUME_CHECKPOINT = "TFCLUSTER_RESUME_CHECKPOINT"
 RESUME_STEP = "TFCLUSTER_RESUME_STEP"
 REPORT_FD = "TFCLUSTER_REPORT_FD"
+#: ``health.grace_period_s``: how long a task has between tfcluster's SIGTERM and its SIGKILL
+#: (``worker.termination_config()`` hands it to TensorFlow's PreemptionCheckpointHandler).
+GRACE_PERIOD_S = "TFCLUSTER_GRACE_PERIOD_S"
 
 #: Every variable with this prefix, and TF_CONFIG, is tfcluster's own: set or removed by it alone.
 OWN_PREFIX = "TFCLUSTER_"
@@ -26,3 +29,7 @@ def without_own(environ: Mapping[str, str]) -> dict[str, str]:
 #: Exit code of a task that saved a checkpoint on a preemption notice (SIGTERM) and wants the job
 #: restarted: TensorFlow's own "restartable" code (failure_handling_util._RESTARTABLE_EXIT_CODE).
 PREEMPTION_EXIT_CODE = 143
+
+#: What TensorFlow's ``PreemptionCheckpointHandler`` exits with after its agreed save, on every
+#: platform but GCE (there: 143); ``restart.preemption_exit_codes`` lists both by default.
+TF_RESTART_EXIT_CODE = 42

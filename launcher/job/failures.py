@@ -23,7 +23,7 @@ from enum import Enum
 from typing import Any
 
 from launcher.plan.secrets import redact_text
-from worker.env import PREEMPTION_EXIT_CODE
+from worker.env import PREEMPTION_EXIT_CODE, TF_RESTART_EXIT_CODE
 from worker.protocol import Exited
 
 
@@ -35,7 +35,7 @@ class FailureKind(str, Enum):
     LOST_HOST = "lost_host"        # its agent / connection went away
     HUNG = "hung"                  # no progress for health.hang_timeout_s
     STARTUP_TIMEOUT = "startup_timeout"  # no first step within health.startup_timeout_s
-    PREEMPTED = "preempted"        # exited with a preemption code (42, 143): "restart me"
+    PREEMPTED = "preempted"        # exited with a preemption code (42, 143 by default): "restart me"
     RESTORE_FAILED = "restore_failed"  # could not restore the checkpoint it was given
     STEP_MISMATCH = "step_mismatch"  # the tasks of one attempt started from different steps
 
@@ -44,9 +44,10 @@ class FailureKind(str, Enum):
 _NOISE = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|All log messages before absl::InitializeLog|"
                     r"failed call to cuInit|^To enable the following instructions")
 
-#: Exit codes that mean "saved, restart me" (a graceful preemption): TensorFlow's
-#: PreemptionCheckpointHandler default (42) and 128 + SIGTERM (143).
-PREEMPTION_EXIT_CODES = frozenset({42, PREEMPTION_EXIT_CODE})
+#: Exit codes that mean "saved, restart me" (a graceful preemption) unless the spec's
+#: ``restart.preemption_exit_codes`` says otherwise: TensorFlow's PreemptionCheckpointHandler
+#: default (42) and 128 + SIGTERM (143).
+PREEMPTION_EXIT_CODES = frozenset({TF_RESTART_EXIT_CODE, PREEMPTION_EXIT_CODE})
 
 #: What TensorFlow prints when its gRPC server cannot bind the task's port.
 GRPC_BIND_FAILURE = "Could not start gRPC server"
@@ -164,8 +165,9 @@ class TaskFailure:
         where = f"{self.task} on {self.host} (attempt {self.attempt})"
         message = None if self.message is None else clip_line(self.message, STORED_MESSAGE_CHARS)
         if self.kind is FailureKind.PREEMPTED:
-            return (f"{where} exited {self.exit_code}, the preemption exit code (a restart was "
-                    "asked for)")
+            # only what the exit code says: whether anything was saved is the policy's to tell
+            return (f"{where} exited {self.exit_code}, a preemption exit code "
+                    "(restart.preemption_exit_codes): it asks for a restart")
         if self.kind is FailureKind.PORT_CONFLICT:
             return f"{where} could not bind its gRPC port (port taken by another process)"
         if message and self.exit_code is None and self.signal is None:

@@ -116,9 +116,10 @@ def decide(history: Sequence[AttemptResult], restart: RestartSpec,
            ports_allocated: bool) -> Decision:
     """What to do after the last attempt in ``history`` (which must not be empty).
 
-    A graceful preemption (exit 143) restarts outside the budget only when it is justified (see
-    :attr:`AttemptResult.preemption_justified`); otherwise it is a failure like any other, and
-    the reason says so. Every charged restart backs off exponentially; uncounted preemption
+    A graceful preemption (an exit with one of ``restart.preemption_exit_codes``: 42, TensorFlow's
+    PreemptionCheckpointHandler, and 143 by default) restarts outside the budget only when it is
+    justified (see :attr:`AttemptResult.preemption_justified`); otherwise it is a failure like any
+    other, and the reason says so. Every charged restart backs off exponentially; uncounted preemption
     restarts back off by :func:`preemption_backoff`; port clashes retry at once on fresh ports,
     at most :data:`MAX_PORT_RETRIES` times.
     """

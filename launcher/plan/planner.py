@@ -225,6 +225,7 @@ def plan(
             env.TASK: str(slot.task),
             env.ATTEMPT: str(attempt),
             env.RUN_DIR: run_dir,
+            env.GRACE_PERIOD_S: repr(spec.health.grace_period_s),
         }
         if checkpoint_dir is not None:
             task_env[env.CHECKPOINT_DIR] = checkpoint_dir
@@ -243,7 +244,9 @@ def plan(
                       heartbeat_interval_s=spec.health.heartbeat_interval_s,
                       grace_period_s=spec.health.grace_period_s,
                       heartbeat_timeout_s=spec.health.heartbeat_timeout_s,
-                      failure_grace_period_s=spec.health.failure_grace_period_s, cluster=cluster)
+                      failure_grace_period_s=spec.health.failure_grace_period_s,
+                      preemption_exit_codes=frozenset(spec.restart.preemption_exit_codes),
+                      cluster=cluster)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from launcher.spec.rules import (
     is_local,
     tf_config_size,
 )
-from worker.env import TF_CONFIG
+from worker.env import PREEMPTION_EXIT_CODE, TF_CONFIG, TF_RESTART_EXIT_CODE
 from worker.tfconfig import checkpoint_writer
 
 #: Env var names tfcluster sets itself, so a spec may not set them.
@@ -116,6 +116,11 @@ Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False),
 #: A duration that may be zero (no wait).
 Delay = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False), AfterValidator(check_seconds)]
 NonEmptyStr = Annotated[Text, Field(min_length=1)]
+#: A process exit code a task can end with (0 is success, so never a preemption).
+ExitCode = Annotated[int, Field(strict=True, ge=1, le=255)]
+
+#: TensorFlow's PreemptionCheckpointHandler (42; 143 on GCE) and the worker helpers (143).
+DEFAULT_PREEMPTION_EXIT_CODES = (TF_RESTART_EXIT_CODE, PREEMPTION_EXIT_CODE)
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
@@ -222,6 +227,11 @@ class RestartSpec(BaseModel):
     #: Give up early when this many consecutive failed attempts made no checkpoint progress
     #: (a crash loop); null turns the check off.
     crash_loop_attempts: Annotated[int, Field(strict=True, ge=1)] | None = 3
+    #: Exit codes that mean "saved, restart me" (a graceful preemption). Such a restart is not
+    #: counted against ``max_restarts`` when a newer checkpoint or a preemption notice shows it
+    #: was one; the other tasks get the full ``health.grace_period_s`` to finish their save.
+    preemption_exit_codes: Annotated[list[ExitCode], Field(min_length=1)] = list(
+        DEFAULT_PREEMPTION_EXIT_CODES)
 
     @model_validator(mode="after")
     def _backoff_order(self) -> RestartSpec:
