@@ -42,7 +42,8 @@ class FailureKind(str, Enum):
 
 #: TensorFlow start-up lines (glog INFO/WARNING, absl's preamble, the CPU build's CUDA probe).
 _NOISE = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|All log messages before absl::InitializeLog|"
-                    r"failed call to cuInit|^To enable the following instructions")
+                    r"failed call to cuInit|^To enable the following instructions|"
+                    r"^WARNING:tensorflow:|^INFO:tensorflow:")
 
 #: Exit codes that mean "saved, restart me" (a graceful preemption) unless the spec's
 #: ``restart.preemption_exit_codes`` says otherwise: TensorFlow's PreemptionCheckpointHandler
@@ -245,10 +246,14 @@ def format_report(failures: Sequence[TaskFailure], job: str) -> str:
     if cause is None:
         return f"job {job} failed"
     stamp = time.strftime("%H:%M:%S", time.localtime(cause.died_at))
-    out = [f"Root cause (first observed failure) at {stamp}: {cause.headline()}"]
-    out += [f"  | {line}" for line in cause.evidence()]
+    if cause.kind is FailureKind.PREEMPTED:  # asked for a restart: no crash to explain
+        out = [f"Preempted at {stamp}: {cause.headline()}"]
+    else:
+        out = [f"Root cause (first observed failure) at {stamp}: {cause.headline()}"]
+        out += [f"  | {line}" for line in cause.evidence()]
     others = [f for f in failures if f is not cause]
     if others:
-        out.append("Other failures (after the root cause):")
+        out.append("Then:" if cause.kind is FailureKind.PREEMPTED
+                   else "Other failures (after the root cause):")
         out += [f"  - {f.headline()}" for f in sorted(others, key=lambda f: f.died_at)]
     return "\n".join(out)

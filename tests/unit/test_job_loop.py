@@ -115,7 +115,7 @@ def test_a_crash_restarts_the_whole_job_after_the_backoff(tmp_path: Path) -> Non
     assert started[1]["ts"] - restarting["ts"] >= 2.0  # the backoff was waited out
     # the survivors got TERM with the short failure grace; one agent served both attempts
     terms = [s.message for s in job.world.sent if isinstance(s.message, Terminate)]
-    assert terms[0].grace_period_s == 2.0
+    assert terms[0].grace_period_s == 0.5
     assert job.world.agents_closed == job.world.agents_started == 1
     assert [s.message.attempt for s in job.world.sent if isinstance(s.message, Launch)] == [0, 1]
 

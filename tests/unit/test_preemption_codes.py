@@ -215,7 +215,7 @@ def test_a_code_left_out_of_the_spec_is_a_failure_like_any_other(tmp_path: Path)
     assert cause is not None and cause.kind is FailureKind.EXITED
     # a crash: the survivors got the short failure grace, not the full one
     terms = [s.message for s in job.world.sent if isinstance(s.message, Terminate)]
-    assert terms and {t.grace_period_s for t in terms} == {2.0}
+    assert terms and {t.grace_period_s for t in terms} == {0.5}
 
 
 # --- worker.termination (the env parsing; no TF) --------------------------------------------------

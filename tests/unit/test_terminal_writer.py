@@ -38,8 +38,16 @@ def read_all(fd: int) -> bytes:
         chunks.append(chunk)
 
 
+def end_reader(writer: StreamWriter, read_end: int) -> None:
+    """Close the read end and wait for the writer's thread to see EPIPE and stop, so that it
+    cannot write into a pipe a later test gets the same descriptor numbers for."""
+    os.close(read_end)
+    writer.close(timeout_s=10)  # a blocked write fails at once; an idle thread just ends
+    assert writer.flush(0.0)
+
+
 def test_a_stalled_reader_never_blocks_the_writer(pipe: tuple[int, io.TextIOWrapper]) -> None:
-    _, stream = pipe
+    read_end, stream = pipe
     writer = StreamWriter(stream, max_bytes=256 * 1024)
     line = "x" * 1023 + "\n"
     started = time.monotonic()
@@ -48,6 +56,7 @@ def test_a_stalled_reader_never_blocks_the_writer(pipe: tuple[int, io.TextIOWrap
     assert time.monotonic() - started < 2.0
     assert writer.dropped > 9_000
     assert not writer.broken
+    end_reader(writer, read_end)
 
 
 def test_own_messages_have_room_beyond_task_output(pipe: tuple[int, io.TextIOWrapper]) -> None:
@@ -61,6 +70,7 @@ def test_own_messages_have_room_beyond_task_output(pipe: tuple[int, io.TextIOWra
     while b"the root cause" not in received and time.monotonic() < deadline:
         received += os.read(read_end, 1 << 16)
     assert b"the root cause" in received
+    end_reader(writer, read_end)
 
 
 def test_everything_arrives_in_order_when_the_reader_keeps_up(
