@@ -47,6 +47,7 @@ from worker.protocol import (
     Launch,
     Message,
     Ping,
+    Progress,
     ProtocolError,
     SignalTasks,
     Started,
@@ -54,8 +55,10 @@ from worker.protocol import (
     Terminated,
     decode_command,
 )
+from worker.spare_pool import SELECTOR_DATA
 from worker.task_process import MAX_AGENT_ERROR_CHARS, SpawnError, TaskProcess
 from worker.teardown import Teardown
+from worker.warm_start import WarmStarts
 
 #: Grace given to tasks when the coordinator vanished (stdin EOF) without asking for a terminate.
 EOF_GRACE_S = 2.0
@@ -78,13 +81,13 @@ class Agent:
         self.selector = selectors.DefaultSelector()
         self.commands = LineBuffer(limit=None)
         self.launch: Launch | None = None
-        self.table: str | None = None  # the process table, fixed by the first launch
+        self.table: process_table.TableKeeper | None = None  # named by the first launch
         self.input_closed = False  # stdin EOF: the coordinator is done with us (or gone)
         self.output_broken = False  # nobody reads our messages any more
-        self.teardown = Teardown(self.tasks)
+        self.warm = WarmStarts(self.selector)
+        self.teardown = Teardown(self.tasks, kept=self.warm.pool.pids)
         self.next_heartbeat = 0.0
         self.next_record = 0.0
-        self._record_failed = False
         self._watching_output = False
         self.last_command_at = time.monotonic()
 
@@ -108,23 +111,13 @@ class Agent:
             raise ProtocolError(f"expected a launch message first, got {message.TYPE!r}")
         return message, lines[1:]
 
-    def clear_leftovers(self, table: str) -> None:
-        """Kill what a dead agent recorded in ``table``, before this one starts anything."""
-        try:
-            killed = process_table.kill_recorded(table)
-        except process_table.ProcessTableError as exc:
-            self.outbox.put(AgentError(message=f"{exc}; overwriting it"))
-            return
-        if killed:
-            _note(f"killed {len(killed)} processes that a previous agent left behind "
-                  f"(recorded in {table}): {killed}")
-
     def start_tasks(self, launch: Launch) -> None:
+        self.warm.attempt_started(launch)
         for task_launch in launch.tasks:
             task = TaskProcess(task_launch, launch.task_env(task_launch))
             self.tasks[task.task] = task
             try:
-                task.start()
+                warm, cold_reason = self.warm.start(task, launch, task_launch)
             except SpawnError as exc:
                 task.exit_status = 127 << 8
                 self.outbox.put(Exited(task=task.task, ts=time.time(), exit_code=127,
@@ -135,7 +128,8 @@ class Agent:
             for fd in task.fds:
                 self.by_fd[fd] = task
                 self.selector.register(fd, selectors.EVENT_READ, "task")
-            self.outbox.put(Started(task=task.task, pid=pid, ts=time.time()))
+            self.outbox.put(Started(task=task.task, pid=pid, ts=time.time(), warm=warm,
+                                    cold_reason=cold_reason))
             self.record()
 
     def next_attempt(self, launch: Launch) -> None:
@@ -153,21 +147,15 @@ class Agent:
             task.close()
         self.tasks.clear()  # in place: the teardown holds this dict
         self.by_pid.clear()
-        self.teardown = Teardown(self.tasks)
+        self.teardown = Teardown(self.tasks, kept=self.warm.pool.pids)
+        self.outbox.new_attempt()
         self.launch = launch
         self.start_tasks(launch)
 
     def record(self) -> None:
         """Rewrite the process table (if the launch named one) with every process we own now."""
-        table = self.table
-        if table is None:
-            return
-        try:
-            process_table.write_table(table, process_tree.own_descendants())
-        except OSError as exc:
-            if not self._record_failed:
-                self._record_failed = True
-                self.outbox.put(AgentError(message=f"cannot write the process table: {exc}"))
+        if self.table is not None:
+            self.table.record(process_tree.own_descendants())
 
     # --- events -----------------------------------------------------------------------------
 
@@ -180,6 +168,8 @@ class Agent:
             messages, ended = [AgentError(message=text[:MAX_AGENT_ERROR_CHARS])], list(task.fds)
         for message in messages:
             self.outbox.put(message)
+            if isinstance(message, Progress):
+                self.warm.first_step()
         for fd in ended:
             self.selector.unregister(fd)
             del self.by_fd[fd]
@@ -202,6 +192,8 @@ class Agent:
             task = self.by_pid.pop(pid, None)
             if task is not None:
                 self._on_exit(task, status)
+            else:
+                self.warm.pool.reaped(pid, status)
 
     def _on_exit(self, task: TaskProcess, status: int) -> None:
         reaped_at = time.time()
@@ -273,11 +265,14 @@ class Agent:
         """stdin EOF, a broken output or a shutdown signal: end every task and then exit. A
         terminate already under way keeps its own grace period."""
         self.input_closed = True
+        self.warm.pool.close()
         if not self.teardown.started:
             self.teardown.begin(EOF_GRACE_S, time.monotonic())
 
     def tick(self) -> None:
         now = time.monotonic()
+        if not self.teardown.started:
+            self.warm.tick(now)
         silence = self.launch.coordinator_timeout_s if self.launch else None
         if silence is not None and not self.input_closed and now - self.last_command_at > silence:
             _note(f"no word from the coordinator for {silence:g}s; stopping every task")
@@ -299,14 +294,16 @@ class Agent:
     def _heartbeat(self) -> Heartbeat:
         usage = {name: sample for name, task in self.tasks.items()
                  if (sample := task.usage()) is not None}
-        return Heartbeat(ts=time.time(), tasks=usage)
+        return Heartbeat(ts=time.time(), tasks=usage,
+                         spares_rss_bytes=self.warm.spares_rss_bytes())
 
     def _timeout(self) -> float:
         now = time.monotonic()
         ending = self.teardown.wake_at(now)
         wake = self.next_heartbeat if ending is None else ending
         wake = min(wake, self.next_record, *(d for t in self.tasks.values()
-                                             if (d := t.notice_due_at()) is not None))
+                                             if (d := t.notice_due_at()) is not None),
+                   *(d for d in [self.warm.due_at()] if d is not None))
         if self.launch is not None and self.launch.coordinator_timeout_s is not None:
             wake = min(wake, self.last_command_at + self.launch.coordinator_timeout_s)
         return max(0.0, wake - now)
@@ -348,8 +345,10 @@ class Agent:
             return 0
         launch, commands = first
         if launch.process_table is not None:  # "~/..." names a path in this host's home
-            self.table = os.path.expanduser(launch.process_table)
-            self.clear_leftovers(self.table)
+            self.table = process_table.TableKeeper(
+                os.path.expanduser(launch.process_table), note=_note,
+                say=lambda text: self.outbox.put(AgentError(message=text)))
+            self.table.clear_leftovers()
         self.launch = launch
         self.start_tasks(launch)
         for line in commands:
@@ -368,14 +367,13 @@ class Agent:
                     self.on_command_input()
                 elif key.data == "wakeup":
                     self.on_wakeup(wake_r)
+                elif key.data == SELECTOR_DATA:
+                    self.warm.on_readable(int(key.fd))
             self.tick()
         for task in self.tasks.values():
             task.close()
         if self.table is not None:
-            try:
-                process_table.remove_table(self.table)
-            except OSError as exc:
-                _note(f"cannot remove {self.table}: {exc}")
+            self.table.remove()
         self.outbox.flush(EXIT_FLUSH_S)
         return 0
 

@@ -63,6 +63,11 @@ class Outbox:
         self._latest: dict[tuple[str, str], _Entry] = {}
         self._dropped: dict[tuple[str, str], list[int]] = {}  # (task, stream) -> [lines, bytes]
         self._sending = memoryview(b"")
+        self._reported: set[str] = set()  # tasks whose first Progress of the attempt is queued
+
+    def new_attempt(self) -> None:
+        """The next attempt's tasks (the same names) report their first steps afresh."""
+        self._reported.clear()
 
     def put(self, message: Message) -> None:
         """Queue ``message``; it goes out with the next :meth:`write`. Never blocks."""
@@ -73,7 +78,11 @@ class Outbox:
             return
         if isinstance(message, Exited):
             self._move_ahead(message.task)
-        entry = _Entry(message.encode(), key=_replacement_key(message))
+        key = _replacement_key(message)
+        if isinstance(message, Progress) and message.task not in self._reported:
+            self._reported.add(message.task)
+            key = None  # a task's first step is never replaced: it tells where the task began
+        entry = _Entry(message.encode(), key=key)
         if entry.key is not None:
             older = self._latest.get(entry.key)
             if older is not None:

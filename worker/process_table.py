@@ -37,6 +37,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -166,3 +167,41 @@ def _in_anchored_session(anchors: dict[int, list[PinnedProcess]], stat: ProcStat
         if now is not None and now.sid == stat.sid:
             return True
     return False
+
+
+class TableKeeper:
+    """An agent's own process table: cleared of a dead predecessor's leftovers when the agent
+    starts, rewritten as its processes change, removed when it exits cleanly. Problems are told
+    once, through ``say`` (the agent turns them into AgentError messages), never raised."""
+
+    def __init__(self, path: str, say: Callable[[str], None],
+                 note: Callable[[str], None]) -> None:
+        self.path = path
+        self._say = say
+        self._note = note
+        self._failed = False
+
+    def clear_leftovers(self) -> None:
+        """Kill what a dead agent recorded here, before this one starts anything."""
+        try:
+            killed = kill_recorded(self.path)
+        except ProcessTableError as exc:
+            self._say(f"{exc}; overwriting it")
+            return
+        if killed:
+            self._note(f"killed {len(killed)} processes that a previous agent left behind "
+                       f"(recorded in {self.path}): {killed}")
+
+    def record(self, processes: list[ProcStat]) -> None:
+        try:
+            write_table(self.path, processes)
+        except OSError as exc:
+            if not self._failed:
+                self._failed = True
+                self._say(f"cannot write the process table: {exc}")
+
+    def remove(self) -> None:
+        try:
+            remove_table(self.path)
+        except OSError as exc:
+            self._note(f"cannot remove {self.path}: {exc}")

@@ -22,7 +22,7 @@ import functools
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from worker.process_identity import PinnedProcess, ProcStat, descendants, snapshot
 
@@ -79,9 +79,26 @@ def own_descendants() -> list[ProcStat]:
     return descendants(snapshot(), os.getpid())
 
 
-def signal_descendants(sig: signal.Signals) -> None:
-    """Send ``sig`` to every descendant of this process, each pinned first (see the module doc)."""
-    for stat in own_descendants():
+def own_descendants_but(kept: Collection[int]) -> list[ProcStat]:
+    """:func:`own_descendants` without the processes ``kept`` (pids of our own unreaped
+    children, e.g. warm spares) and everything below them."""
+    found = own_descendants()
+    if not kept:
+        return found
+    skipped = set(kept)
+    left = []
+    for stat in found:  # parents come first
+        if stat.pid in skipped or stat.ppid in skipped:
+            skipped.add(stat.pid)
+        else:
+            left.append(stat)
+    return left
+
+
+def signal_descendants(sig: signal.Signals, kept: Collection[int] = ()) -> None:
+    """Send ``sig`` to every descendant of this process but ``kept`` and theirs, each pinned
+    first (see the module doc)."""
+    for stat in own_descendants_but(kept):
         pinned = PinnedProcess.pin(stat.pid, stat.start_ticks)
         if pinned is not None:
             pinned.signal(sig)

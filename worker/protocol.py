@@ -68,6 +68,9 @@ class Launch(Message):
     #: (:mod:`worker.process_table`). Processes a dead agent left listed there are killed before
     #: any task starts; the coordinator calls ``kill_recorded`` on it when an agent dies.
     process_table: str | None = None
+    #: Warm spares (``restart.warm_spares``): the modules each spare imports before it waits
+    #: for the next attempt's launch (TensorFlow, then ``entrypoint.preload``); None: no spares.
+    preload: list[str] | None = None
 
     def task_env(self, task: TaskLaunch) -> dict[str, str]:
         """The env overlay of one task, TF_CONFIG included."""
@@ -127,6 +130,10 @@ class Started(Message):
     task: str
     pid: int
     ts: float
+    #: Started from a warm spare (already imported), not cold.
+    warm: bool = False
+    #: With warm spares on, why this task started cold (no spare yet, a mismatch, ...).
+    cold_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +176,8 @@ class Heartbeat(Message):
     TYPE: ClassVar[str] = "heartbeat"
     ts: float
     tasks: dict[str, TaskUsage] = field(default_factory=dict)
+    #: Memory held by this host's warm spares, bytes (the price of warm restarts).
+    spares_rss_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import psutil
@@ -113,9 +114,23 @@ class TaskProcess:
                 raise SpawnError(f"cannot start {self.launch.argv[0]!r}: {exc}") from exc
             raise
         self.pid = self._popen.pid
-        now = time.monotonic()
-        for name, (read_end, write_end) in pipes.items():
+        for _, write_end in pipes.values():
             os.close(write_end)
+        self._take_pipes({name: read_end for name, (read_end, _) in pipes.items()})
+
+    def adopt(self, popen: subprocess.Popen[bytes], read_ends: Mapping[str, int]) -> None:
+        """Take over a process that was started with this task's pipes and has just become this
+        task (a warm spare, :meth:`worker.spare_pool.SparePool.launch`): from now on it is as if
+        :meth:`start` had started it. ``read_ends`` maps STDOUT, STDERR and REPORT to the read
+        ends, which are this object's to close from now on."""
+        self._popen = popen
+        self.pid = popen.pid
+        self._take_pipes(read_ends)
+
+    def _take_pipes(self, read_ends: Mapping[str, int]) -> None:
+        now = time.monotonic()
+        for name in (STDOUT, STDERR, REPORT):
+            read_end = read_ends[name]
             os.set_blocking(read_end, False)
             lines = (LineBuffer(MAX_REPORT_LINE_BYTES, cut=False) if name == REPORT
                      else LineBuffer(MAX_OUTPUT_LINE_BYTES))

@@ -19,6 +19,7 @@ each pinned before it is signalled: nothing that is not provably the agent's
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable, Collection
 
 from worker import process_tree
 from worker.task_process import TaskProcess
@@ -30,8 +31,10 @@ POLL_S = 0.05
 class Teardown:
     """The teardown of the tasks in ``tasks`` (the agent's own dict, which it keeps filling)."""
 
-    def __init__(self, tasks: dict[str, TaskProcess]) -> None:
+    def __init__(self, tasks: dict[str, TaskProcess],
+                 kept: Callable[[], Collection[int]] = tuple) -> None:
         self._tasks = tasks
+        self._kept = kept  # processes this teardown leaves alone: the warm spares
         self.kill_at: float | None = None  # set once terminating (time.monotonic())
         self.killed = False
         self.all_gone = False
@@ -64,7 +67,7 @@ class Teardown:
         if now >= self._next_look:
             self._next_look = now + POLL_S
             self.all_gone = (not any(task.running for task in self._tasks.values())
-                             and not process_tree.own_descendants())
+                             and not process_tree.own_descendants_but(self._kept()))
         if self.all_gone and not self._confirmed:
             self._confirmed = True
             return True
@@ -79,4 +82,4 @@ class Teardown:
     def _signal_trees(self, sig: signal.Signals) -> None:
         for task in self._tasks.values():
             task.signal_group(sig)
-        process_tree.signal_descendants(sig)
+        process_tree.signal_descendants(sig, self._kept())

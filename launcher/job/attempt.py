@@ -51,6 +51,7 @@ from worker.protocol import (
     AgentError,
     DumpStacks,
     Exited,
+    Heartbeat,
     Output,
     Progress,
     SignalTasks,
@@ -101,6 +102,7 @@ class AttemptRunner:
         self.first_progress_at: float | None = None
         self.health = HealthMonitor(health, self.started_at)
         self.next_ping = self.started_at
+        self.spares_rss: dict[str, int] = {}  # memory of each host's warm spares, bytes
         agents.route_output(self._on_output)
 
     @property
@@ -134,7 +136,8 @@ class AttemptRunner:
             resume_step=None if self.plan.resume is None else self.plan.resume.step,
             max_step=self.tasks.max_step(), first_progress_at=self.first_progress_at,
             interrupt_signal=None if self.interrupt is None else self.interrupt.name,
-            bad_checkpoints=frozenset(self.bad_checkpoints))
+            bad_checkpoints=frozenset(self.bad_checkpoints),
+            spares_rss_bytes=sum(self.spares_rss.values()))
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -186,6 +189,8 @@ class AttemptRunner:
             self._on_exited(host, message, received_at)
         elif isinstance(message, TaskReport):
             self._on_report(message)
+        elif isinstance(message, Heartbeat) and message.spares_rss_bytes:
+            self.spares_rss[host] = message.spares_rss_bytes
         elif isinstance(message, Terminated):
             self.agents.confirmed(host)
         elif isinstance(message, AgentError):
@@ -239,7 +244,8 @@ class AttemptRunner:
         runtime.pid = message.pid
         self.health.task_started(message.task, host, received_at)
         self.emit(TaskStarted(self.attempt, task=message.task, host=host, pid=message.pid,
-                              log=str(self.logs.path(message.task))))
+                              log=str(self.logs.path(message.task)), warm=message.warm,
+                              cold_reason=message.cold_reason))
         if self.stopping_since is None and self.tasks.none_pending:
             self._phase(JobState.RUNNING)
 

@@ -46,6 +46,9 @@ class TaskStarted(_Event):
     host: str
     pid: int
     log: str
+    #: Started from a warm spare; with warm spares on, ``cold_reason`` says why it was not.
+    warm: bool = False
+    cold_reason: str | None = None
 
 
 @dataclass(frozen=True)

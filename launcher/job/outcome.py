@@ -33,6 +33,8 @@ class AttemptResult:
     made_progress: bool | None = None
     #: Checkpoints a task of this attempt could not restore (never handed out again).
     bad_checkpoints: frozenset[str] = frozenset()
+    #: Memory held by the warm spares waiting for the next attempt, all hosts, bytes.
+    spares_rss_bytes: int = 0
     #: The preemption notice tfcluster saw during this attempt, as a phrase for the restart
     #: reason ("worker:1 reported a preemption", "the drill sent SIGTERM to worker:1"); None if
     #: it saw none. A task that exits with the preemption code without one (and without a newer
@@ -88,6 +90,7 @@ class AttemptResult:
             "failures": [f.to_dict() for f in sorted(self.failures, key=lambda f: f.died_at)],
             "ports": self.ports,
             "interrupt_signal": self.interrupt_signal,
+            "spares_rss_bytes": self.spares_rss_bytes,
             "preemption_notice": self.preemption_notice,
             "counted_against_budget": self.charged,
         }

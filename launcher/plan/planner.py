@@ -84,6 +84,8 @@ class LaunchPlan:
     #: Exit codes that mean "saved, restart me" (TensorFlow's PreemptionCheckpointHandler: 42,
     #: or 143 on GCE and for the worker helpers).
     preemption_exit_codes: frozenset[int] = frozenset({42, 143})
+    #: Warm spares: what each spare imports first (None: no spares; see restart.warm_spares).
+    preload: tuple[str, ...] | None = None
     cluster: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
@@ -118,7 +120,8 @@ class LaunchPlan:
                       heartbeat_interval_s=self.heartbeat_interval_s,
                       grace_period_s=self.grace_period_s,
                       coordinator_timeout_s=self.heartbeat_timeout_s,
-                      process_table=self.process_table(host))
+                      process_table=self.process_table(host),
+                      preload=None if self.preload is None else list(self.preload))
 
     def process_table(self, host: HostPlan) -> str | None:
         """Where ``host``'s agent records every process it owns, the same file for every attempt,
@@ -153,6 +156,14 @@ class LaunchPlan:
                 for t in self.tasks
             ],
         }
+
+
+def _preload(spec: ClusterSpec) -> tuple[str, ...] | None:
+    """What warm spares import: only for Python entrypoints, which run under the bootstrap."""
+    entry = spec.entrypoint
+    if not spec.restart.warm_spares or entry.command is not None:
+        return None
+    return tuple(entry.preload)
 
 
 def remote_process_table(run_dir: str, host: str) -> str:
@@ -246,6 +257,7 @@ def plan(
                       heartbeat_timeout_s=spec.health.heartbeat_timeout_s,
                       failure_grace_period_s=spec.health.failure_grace_period_s,
                       preemption_exit_codes=frozenset(spec.restart.preemption_exit_codes),
+                      preload=_preload(spec),
                       cluster=cluster)
 
 

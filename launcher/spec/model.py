@@ -138,6 +138,17 @@ class EntrypointSpec(BaseModel):
     #: argv of a program; a string is split with ``shlex.split`` and never given to a shell.
     command: list[Word] | None = None
     args: list[Word] = []
+    #: With ``restart.warm_spares``: modules each spare imports before it waits for the next
+    #: attempt's launch (a Python entrypoint only; a command always starts cold).
+    preload: list[Annotated[Word, Field(min_length=1)]] = ["tensorflow"]
+
+    @field_validator("preload")
+    @classmethod
+    def _preload_names(cls, value: list[str]) -> list[str]:
+        bad = [name for name in value if not _MODULE_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(f"not Python module names: {', '.join(show_text(b) for b in bad)}")
+        return value
 
     @field_validator("module")
     @classmethod
@@ -232,6 +243,9 @@ class RestartSpec(BaseModel):
     #: was one; the other tasks get the full ``health.grace_period_s`` to finish their save.
     preemption_exit_codes: Annotated[list[ExitCode], Field(min_length=1)] = list(
         DEFAULT_PREEMPTION_EXIT_CODES)
+    #: Keep, on every host, one pre-started interpreter per task that has already imported
+    #: ``entrypoint.preload``: a restart hands the new attempt to it instead of starting cold.
+    warm_spares: Annotated[bool, Field(strict=True)] = False
 
     @model_validator(mode="after")
     def _backoff_order(self) -> RestartSpec:

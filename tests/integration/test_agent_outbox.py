@@ -68,11 +68,18 @@ def test_a_queued_heartbeat_or_progress_is_replaced_by_a_newer_one(
     read_end, write_end = pipe
     outbox = Outbox(write_end)
     for message in (Heartbeat(ts=1.0), Progress(task="a", step=1, ts=1.0),
-                    Progress(task="b", step=1, ts=1.0), Heartbeat(ts=2.0),
-                    Progress(task="a", step=2, ts=2.0)):
+                    Progress(task="b", step=1, ts=1.0), Progress(task="a", step=2, ts=2.0),
+                    Heartbeat(ts=2.0), Progress(task="a", step=3, ts=3.0)):
         outbox.put(message)
-    assert drain(outbox, read_end) == [Progress(task="b", step=1, ts=1.0), Heartbeat(ts=2.0),
-                                       Progress(task="a", step=2, ts=2.0)]
+    # a task's first step is kept (it tells where the task began), later ones are replaced
+    assert drain(outbox, read_end) == [Progress(task="a", step=1, ts=1.0),
+                                       Progress(task="b", step=1, ts=1.0), Heartbeat(ts=2.0),
+                                       Progress(task="a", step=3, ts=3.0)]
+    outbox.new_attempt()  # the next attempt's tasks begin again
+    for step in (7, 8):
+        outbox.put(Progress(task="a", step=step, ts=4.0))
+    assert drain(outbox, read_end) == [Progress(task="a", step=7, ts=4.0),
+                                       Progress(task="a", step=8, ts=4.0)]
 
 
 def test_output_nobody_reads_is_bounded_and_what_is_dropped_is_told(

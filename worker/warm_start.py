@@ -1,0 +1,93 @@
+"""Warm starts for the agent: one pre-started interpreter per task of this host (a spare, see
+:mod:`worker.spare_pool`) that has already imported TensorFlow and the entrypoint's ``preload``
+modules; the next attempt's task becomes that spare instead of starting cold.
+
+The pool is filled once per attempt, when the attempt's first step is reported (so that the spares'
+imports do not compete with the tasks' own start-up for the CPU), or :data:`FILL_DELAY_S` after the
+attempt started for scripts that never report a step. A task that finds no fitting spare starts
+cold and says why (``Started.cold_reason``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import selectors
+import sys
+import time
+
+from worker.protocol import Launch, TaskLaunch
+from worker.spare_pool import Spare, SpareEvent, SpareLaunchError, SparePool
+from worker.spare_process import SpareState
+from worker.task_process import TaskProcess
+
+#: For scripts that never report a step: fill the pool this long after the attempt started.
+FILL_DELAY_S = 30.0
+
+
+class WarmStarts:
+    """Spares for the tasks of the launches that ask for them (``Launch.preload`` not None)."""
+
+    def __init__(self, selector: selectors.BaseSelector) -> None:
+        self.pool = SparePool(selector)
+        self._launch: Launch | None = None
+        self._fill_at: float | None = None  # time.monotonic(); None: filled or not wanted
+        self._failed: dict[str, str] = {}  # task -> why its last spare was lost
+
+    def start(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch
+              ) -> tuple[bool, str | None]:
+        """Start ``task``: from a spare if one fits (True, None), else cold (False, why). A
+        cold start's SpawnError propagates as it does from ``TaskProcess.start``."""
+        if launch.preload is None:
+            task.start()
+            return False, None
+        whole = dataclasses.replace(task_launch, env=launch.task_env(task_launch))
+        got = self.pool.take(whole)
+        if isinstance(got, Spare):
+            try:
+                launched = self.pool.launch(got, whole)
+            except SpareLaunchError as exc:
+                task.start()
+                return False, str(exc)
+            task.adopt(launched.popen, launched.read_ends)
+            return True, None
+        task.start()
+        return False, self._failed.pop(task_launch.task, got.reason)
+
+    def attempt_started(self, launch: Launch) -> None:
+        self._launch = launch
+        self._fill_at = None if launch.preload is None else time.monotonic() + FILL_DELAY_S
+
+    def first_step(self) -> None:
+        """A task of this attempt reported its first step: time to fill the pool."""
+        if self._fill_at is not None:
+            self._fill_at = time.monotonic()
+
+    def due_at(self) -> float | None:
+        return self._fill_at
+
+    def tick(self, now: float) -> None:
+        launch = self._launch
+        if self._fill_at is None or now < self._fill_at or launch is None or \
+                launch.preload is None:
+            return
+        self._fill_at = None
+        tasks = [dataclasses.replace(t, env=launch.task_env(t)) for t in launch.tasks]
+        self._failed.clear()
+        self._events(self.pool.fill(tasks, launch.preload))
+
+    def on_readable(self, fd: int) -> None:
+        self._events(self.pool.on_readable(fd))
+
+    def _events(self, events: list[SpareEvent]) -> None:
+        for event in events:
+            _note(f"{event.task}: {event.text}")
+            if event.state in (SpareState.FAILED, SpareState.DISCARDED):
+                self._failed[event.task] = event.text
+
+    def spares_rss_bytes(self) -> int:
+        return sum(self.pool.usage().values())
+
+
+def _note(text: str) -> None:
+    sys.stderr.write(f"agent: spare {text}\n")
+    sys.stderr.flush()
