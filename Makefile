@@ -1,5 +1,6 @@
 # make demo : create .venv, install tfcluster with TensorFlow, run the digits example on a
-#             simulated 3-task cluster (chief + 2 workers) with a worker killed mid-run.
+#             simulated 3-task cluster (chief + 2 workers) with a worker killed mid-run; the
+#             restart starts from warm spares (TensorFlow already imported).
 # make test : create .venv, install dev dependencies (and openssh-server, iproute2 if missing),
 #             run the whole suite.
 # Both are idempotent and quiet when there is nothing to do.
@@ -36,7 +37,7 @@ sysdeps:
 demo: $(STAMP)
 	@rm -rf runs/demo
 	@$(BIN)/tfcluster drill cluster_specs/local-chief-2workers.yaml \
-		--task worker:1 --at-step 150 --fault kill \
+		--task worker:1 --at-step 600 --fault kill \
 		--checkpoint-dir runs/demo/checkpoints --run-dir runs/demo/run
 
 test: $(STAMP) sysdeps

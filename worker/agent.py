@@ -19,8 +19,8 @@ Nothing holds the loop up: not a task that floods its output, not a coordinator 
 and nothing a task writes can raise out of it. Only processes that are provably this agent's are
 ever signalled (:mod:`worker.process_tree`).
 
-Protocol messages go to the agent's *original* stdout; fd 1 is pointed at stderr so that a stray
-print can never corrupt the protocol.
+Protocol messages go to the agent's *original* stdout; fd 1 is pointed at stderr (a stray print
+can never corrupt the protocol). Warm spares: :mod:`worker.warm_start`.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from worker.protocol import (
     ProtocolError,
     SignalTasks,
     Started,
+    TaskLaunch,
     Terminate,
     Terminated,
     decode_command,
@@ -116,21 +117,24 @@ class Agent:
         for task_launch in launch.tasks:
             task = TaskProcess(task_launch, launch.task_env(task_launch))
             self.tasks[task.task] = task
-            try:
-                warm, cold_reason = self.warm.start(task, launch, task_launch)
-            except SpawnError as exc:
-                task.exit_status = 127 << 8
-                self.outbox.put(Exited(task=task.task, ts=time.time(), exit_code=127,
-                                       error=str(exc)))
-                continue
-            pid = task.pid or 0
-            self.by_pid[pid] = task
-            for fd in task.fds:
-                self.by_fd[fd] = task
-                self.selector.register(fd, selectors.EVENT_READ, "task")
-            self.outbox.put(Started(task=task.task, pid=pid, ts=time.time(), warm=warm,
-                                    cold_reason=cold_reason))
-            self.record()
+            if not self.warm.hold(task, launch, task_launch):  # else: when its spare is ready
+                self.start_task(task, launch, task_launch)
+
+    def start_task(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch) -> None:
+        try:
+            warm, cold_reason = self.warm.start(task, launch, task_launch)
+        except SpawnError as exc:
+            task.exit_status = 127 << 8
+            self.outbox.put(Exited(task=task.task, ts=time.time(), exit_code=127, error=str(exc)))
+            return
+        pid = task.pid or 0
+        self.by_pid[pid] = task
+        for fd in task.fds:
+            self.by_fd[fd] = task
+            self.selector.register(fd, selectors.EVENT_READ, "task")
+        self.outbox.put(Started(task=task.task, pid=pid, ts=time.time(), warm=warm,
+                                cold_reason=cold_reason))
+        self.record()
 
     def next_attempt(self, launch: Launch) -> None:
         """Start the tasks of the next attempt, once the last one's teardown is confirmed."""
@@ -155,7 +159,7 @@ class Agent:
     def record(self) -> None:
         """Rewrite the process table (if the launch named one) with every process we own now."""
         if self.table is not None:
-            self.table.record(process_tree.own_descendants())
+            self.table.record(process_tree.own_descendants())  # the spares too
 
     # --- events -----------------------------------------------------------------------------
 
@@ -227,6 +231,7 @@ class Agent:
         if isinstance(command, Ping):
             return
         if isinstance(command, Terminate):
+            self.warm.drop_held()
             self.teardown.begin(command.grace_period_s, time.monotonic())
         elif isinstance(command, Launch):
             self.next_attempt(command)
@@ -273,6 +278,8 @@ class Agent:
         now = time.monotonic()
         if not self.teardown.started:
             self.warm.tick(now)
+            for held in self.warm.released(now):
+                self.start_task(*held)
         silence = self.launch.coordinator_timeout_s if self.launch else None
         if silence is not None and not self.input_closed and now - self.last_command_at > silence:
             _note(f"no word from the coordinator for {silence:g}s; stopping every task")
@@ -292,10 +299,8 @@ class Agent:
                 self.outbox.put(notice)
 
     def _heartbeat(self) -> Heartbeat:
-        usage = {name: sample for name, task in self.tasks.items()
-                 if (sample := task.usage()) is not None}
-        return Heartbeat(ts=time.time(), tasks=usage,
-                         spares_rss_bytes=self.warm.spares_rss_bytes())
+        usage = {name: got for name, task in self.tasks.items() if (got := task.usage())}
+        return Heartbeat(ts=time.time(), tasks=usage, spares_rss_bytes=self.warm.spares_rss_bytes())
 
     def _timeout(self) -> float:
         now = time.monotonic()

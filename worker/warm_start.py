@@ -14,6 +14,7 @@ import dataclasses
 import selectors
 import sys
 import time
+from dataclasses import dataclass
 
 from worker.protocol import Launch, TaskLaunch
 from worker.spare_pool import Spare, SpareEvent, SpareLaunchError, SparePool
@@ -22,6 +23,17 @@ from worker.task_process import TaskProcess
 
 #: For scripts that never report a step: fill the pool this long after the attempt started.
 FILL_DELAY_S = 30.0
+#: A task whose spare is still importing waits for it (finishing an import beats starting
+#: one afresh) this long at most, then starts cold.
+SPARE_WAIT_S = 60.0
+
+
+@dataclass
+class _Held:
+    task: TaskProcess
+    launch: Launch
+    task_launch: TaskLaunch
+    until: float  # time.monotonic()
 
 
 class WarmStarts:
@@ -32,6 +44,8 @@ class WarmStarts:
         self._launch: Launch | None = None
         self._fill_at: float | None = None  # time.monotonic(); None: filled or not wanted
         self._failed: dict[str, str] = {}  # task -> why its last spare was lost
+        self._held: dict[str, _Held] = {}  # tasks waiting for their spare to be ready
+        self._settled: set[str] = set()  # tasks whose spare became ready or was lost
 
     def start(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch
               ) -> tuple[bool, str | None]:
@@ -53,6 +67,26 @@ class WarmStarts:
         task.start()
         return False, self._failed.pop(task_launch.task, got.reason)
 
+    def hold(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch) -> bool:
+        """Keep ``task`` back if its spare is still importing (True); :meth:`released` gives it
+        back once the spare is ready or lost, or after :data:`SPARE_WAIT_S`."""
+        spare = self.pool.spares.get(task_launch.task)
+        if launch.preload is None or spare is None or spare.state is not SpareState.STARTING:
+            return False
+        self._held[task.task] = _Held(task, launch, task_launch, time.monotonic() + SPARE_WAIT_S)
+        return True
+
+    def released(self, now: float) -> list[tuple[TaskProcess, Launch, TaskLaunch]]:
+        """Held tasks to start now: their spare settled, or they waited long enough."""
+        due = [name for name, held in self._held.items()
+               if name in self._settled or now >= held.until]
+        self._settled.clear()
+        return [(h.task, h.launch, h.task_launch) for h in map(self._held.pop, due)]
+
+    def drop_held(self) -> None:
+        """The attempt is being torn down: held tasks are not started at all."""
+        self._held.clear()
+
     def attempt_started(self, launch: Launch) -> None:
         self._launch = launch
         self._fill_at = None if launch.preload is None else time.monotonic() + FILL_DELAY_S
@@ -63,7 +97,10 @@ class WarmStarts:
             self._fill_at = time.monotonic()
 
     def due_at(self) -> float | None:
-        return self._fill_at
+        times = [h.until for h in self._held.values()]
+        if self._fill_at is not None:
+            times.append(self._fill_at)
+        return min(times) if times else None
 
     def tick(self, now: float) -> None:
         launch = self._launch
@@ -83,6 +120,8 @@ class WarmStarts:
             _note(f"{event.task}: {event.text}")
             if event.state in (SpareState.FAILED, SpareState.DISCARDED):
                 self._failed[event.task] = event.text
+            if event.state in (SpareState.READY, SpareState.FAILED, SpareState.DISCARDED):
+                self._settled.add(event.task)
 
     def spares_rss_bytes(self) -> int:
         return sum(self.pool.usage().values())

@@ -13,6 +13,7 @@ import signal
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.e2e.tfjobs import (
     TEST_TIMEOUT_S,
@@ -123,3 +124,23 @@ def test_sigterm_to_one_worker_preempts_every_task_at_one_step_and_loses_nothing
     assert events[-1]["event"] == "job_succeeded"
     assert run.final_hash() == reference.final_hash()
     assert not list(ckpt.glob("workertemp_*"))
+
+
+def test_a_sigkilled_worker_restarts_from_warm_spares_with_the_same_result(
+        tmp_path: Path, reference: Finished) -> None:
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["restart"]["warm_spares"] = True  # preload: tensorflow (the default)
+    warm_spec = tmp_path / "warm.yaml"
+    warm_spec.write_text(yaml.safe_dump(spec))
+    ckpt = tmp_path / "ckpt"
+    with tf_job(tmp_path, ["run", str(warm_spec)], ckpt) as job:
+        wait_for_file(job, ckpt / "checkpoint")
+        signal_task(job, "worker:1", signal.SIGKILL)
+    run = finished(job, ckpt)
+    assert run.exit_code == 0, run.stderr
+    started = [e for e in run.events if e["event"] == "task_started" and e["attempt"] == 1]
+    assert [e["warm"] for e in started] == [True, True], started  # the spares became the tasks
+    assert run.first_steps(1) == {next(e for e in run.events
+                                       if e["event"] == "checkpoint_found")["step"] + 1}
+    assert run.final_hash() == reference.final_hash()
+    assert run.summary()["attempts"][0]["spares_rss_bytes"] > 0  # what the spares cost
