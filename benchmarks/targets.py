@@ -1,0 +1,44 @@
+"""The figures tfcluster promises (issue 9), in one place. Every benchmark reports what it measured
+against these, as the measured value, the limit and their ratio."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Target:
+    what: str
+    limit: float
+    unit: str  # as printed after a value: "x", " s", " ms", "% of one core", " MiB"
+    strict: bool = False  # the value must stay below the limit, not merely reach it
+
+    @property
+    def text(self) -> str:
+        return f"{'<' if self.strict else '≤'} {self.limit:g}{self.unit}"
+
+    def met(self, value: float) -> bool:
+        return value < self.limit if self.strict else value <= self.limit
+
+    def verdict(self, value: float) -> str:
+        return "PASS" if self.met(value) else "FAIL"
+
+    def ratio(self, value: float) -> float:
+        """``value`` as a fraction of the limit (1.0: exactly at it)."""
+        return value / self.limit
+
+
+LAUNCH_N = 64
+LAUNCH_RATIO = Target(f"launch of {LAUNCH_N} tasks: tfcluster to all running / bare Popen loop",
+                      1.2, "x")
+DETECTION_P95_MS = Target("failure detection p95 (`task_failed.detection_latency_ms`)", 50.0,
+                          " ms", strict=True)
+RESTART_S = Target("restart of a trivial 2-task job (backoff 0): death -> every task of the next "
+                   "attempt started, median", 0.08, " s")
+WARM_COLD_RATIO = Target("digits recovery (death -> first step after restart), warm spares / "
+                         "cold, medians", 0.4, "x")
+IDLE_N = 64
+COORDINATOR_CPU_PCT = Target(f"coordinator CPU watching {IDLE_N} idle tasks", 2.0,
+                             "% of one core", strict=True)
+COORDINATOR_RSS_MIB = Target(f"coordinator RSS watching {IDLE_N} idle tasks", 100.0, " MiB",
+                             strict=True)

@@ -1,0 +1,240 @@
+"""Training throughput (steps/s) of the digits example with tfcluster's worker helpers, next to the
+same model trained without them.
+
+Run it with the project's interpreter (needs TensorFlow)::
+
+    .venv/bin/python benchmarks/throughput.py [--steps 2000] [--repeats 3]
+
+``worker/examples/digits.py`` has no switch that turns the helpers off (``worker.report`` every step,
+``TrainingCheckpoint`` with its per-step preemption all-reduce), so the comparison is with
+``worker/examples/pch_digits.py`` when it exists: the same MLP, data and batch size, checkpointed by
+TensorFlow's own ``PreemptionCheckpointHandler`` and importing nothing of tfcluster. Both run under
+``tfcluster run`` on two local workers, interleaved, ``--steps`` steps each, digits with
+``--checkpoint-every 0 --deterministic`` (one save at the end; pch_digits saves only on a
+preemption and always enables op determinism).
+
+Steps/s is measured on worker:0 from the step after a warm-up (a tenth of the steps, at least 20:
+the first step traces the ``tf.function``) to the last one: for digits from its ``task_progress``
+events (one a second per task, with the coordinator's receive time), for pch_digits from its own
+output lines (``[pch worker:0] step N ...`` every ``--log-every`` steps), stamped as they reach this
+process through tfcluster's console on a pipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from common import (
+    REPO,
+    BenchmarkError,
+    CommandLog,
+    Event,
+    Tfcluster,
+    default_tfcluster,
+    median,
+    new_marker,
+    of,
+    progress,
+    read_events,
+    scratch,
+    ts,
+    write_spec,
+)
+
+MARKER_ENV = "BENCH_THROUGHPUT_MARKER"
+PCH_DIGITS = REPO / "worker" / "examples" / "pch_digits.py"
+TASK = "worker:0"
+LOG_EVERY = 10
+RUN_TIMEOUT_S = 900.0
+PCH_LINE = re.compile(r"\[pch worker:0\] step (\d+) loss")
+
+
+@dataclass(frozen=True)
+class Job:
+    key: str
+    title: str
+    module: str
+    args: tuple[str, ...]
+    health: Mapping[str, Any]
+    source: str  # how steps/s is read: "events" or "output"
+
+    def spec(self, marker: Mapping[str, str], steps: int) -> dict[str, Any]:
+        return {
+            "name": f"bench-{self.key.replace('_', '-')}",
+            "entrypoint": {"module": self.module, "args": ["--steps", str(steps), *self.args]},
+            "workdir": str(REPO),
+            "env": {"TF_CPP_MIN_LOG_LEVEL": "2", **marker},
+            "tasks": [{"type": "worker", "host": "localhost", "count": 2}],
+            "restart": {"max_restarts": 0},
+            "health": dict(self.health),
+        }
+
+
+DIGITS = Job("digits", "digits (worker.report + TrainingCheckpoint)", "worker.examples.digits",
+             ("--checkpoint-every", "0", "--deterministic"), {}, "events")
+PCH = Job("pch_digits", "pch_digits (no tfcluster helpers; TF's PreemptionCheckpointHandler)",
+          "worker.examples.pch_digits", ("--log-every", str(LOG_EVERY)),
+          {"startup_timeout_s": None, "hang_timeout_s": None}, "output")
+
+
+def jobs() -> list[Job]:
+    """digits, and pch_digits when this checkout has it."""
+    return [DIGITS, PCH] if PCH_DIGITS.exists() else [DIGITS]
+
+
+def warmup_steps(steps: int) -> int:
+    return max(20, steps // 10)
+
+
+def rate(points: Sequence[tuple[int, float]], after_step: int, what: str) -> float:
+    """Steps/s between the first (step, time) past ``after_step`` and the last one."""
+    window = sorted(p for p in points if p[0] > after_step)
+    if len(window) < 2 or window[-1][1] <= window[0][1]:
+        raise BenchmarkError(f"{what}: fewer than two step times after step {after_step} "
+                             f"({len(window)}); train longer (--steps)")
+    (s0, t0), (s1, t1) = window[0], window[-1]
+    return (s1 - s0) / (t1 - t0)
+
+
+def event_points(events: Sequence[Event]) -> list[tuple[int, float]]:
+    return [(int(e["step"]), ts(e)) for e in of(events, "task_progress", task=TASK)]
+
+
+def stamp_lines(stream: IO[bytes], into: list[tuple[float, str]]) -> threading.Thread:
+    """A thread that appends (time.time(), line) for every line of ``stream`` until EOF."""
+    def run() -> None:
+        for raw in stream:
+            into.append((time.time(), raw.decode("utf-8", "replace")))
+
+    thread = threading.Thread(target=run, name="stamp-lines", daemon=True)
+    thread.start()
+    return thread
+
+
+def output_points(lines: Sequence[tuple[float, str]]) -> list[tuple[int, float]]:
+    points = []
+    for stamp, line in lines:
+        found = PCH_LINE.search(line)
+        if found:
+            points.append((int(found.group(1)), stamp))
+    return points
+
+
+def run_once(cli: Tfcluster, job: Job, steps: int, work: Path) -> float:
+    data = job.spec({cli.marker_var: cli.marker}, steps)
+    cli.commands.spec(f"throughput: {job.key}", data)
+    spec = write_spec(work, data)
+    run_dir = work / "run"
+    args = ["run", str(spec), "--checkpoint-dir", str(work / "checkpoints"), "--run-dir",
+            str(run_dir)]
+    lines: list[tuple[float, str]] = []
+    proc, _ = cli.popen(args, work, cwd=REPO, stdout=subprocess.PIPE,
+                        note=f"spec: throughput: {job.key}")
+    if proc.stdout is None:  # cannot happen with stdout=PIPE
+        proc.kill()
+        proc.wait()
+        raise BenchmarkError(f"{job.key}: no pipe from tfcluster's stdout")
+    reader = stamp_lines(proc.stdout, lines)
+    try:
+        code = proc.wait(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise BenchmarkError(f"{job.key}: tfcluster did not finish in {RUN_TIMEOUT_S:.0f}s") from None
+    finally:
+        reader.join(timeout=10)
+        proc.stdout.close()
+        cli.check_no_leftovers(10.0)
+    if code != 0:
+        raise BenchmarkError(f"{job.key}: tfcluster exited {code}: "
+                             + " | ".join((work / "cli.stderr").read_text().splitlines()[-3:]))
+    points = event_points(read_events(run_dir)) if job.source == "events" else output_points(lines)
+    return rate(points, warmup_steps(steps), job.key)
+
+
+@dataclass
+class Results:
+    job: Job
+    rates: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def measure(cli: Tfcluster, steps: int, repeats: int, tmp: Path) -> list[Results]:
+    all_results = [Results(job) for job in jobs()]
+    for index in range(repeats):
+        for results in all_results:
+            with scratch(tmp, f"rate-{results.job.key}-") as work:
+                try:
+                    results.rates.append(run_once(cli, results.job, steps, work))
+                except BenchmarkError as exc:
+                    results.errors.append(str(exc))
+                    progress(f"{results.job.key} {index + 1}/{repeats} FAILED: {exc}")
+                    continue
+            progress(f"{results.job.key} {index + 1}/{repeats}: {results.rates[-1]:.1f} steps/s")
+    return all_results
+
+
+# --- report -------------------------------------------------------------------------------------
+
+
+def table(all_results: Sequence[Results], steps: int) -> list[str]:
+    lines = [
+        f"| example | runs | steps/s on {TASK}, median [min-max] (steps {warmup_steps(steps) + 1}"
+        f"..{steps}) | measured from | vs digits |",
+        "|---|---:|---:|---|---:|",
+    ]
+    base = next((median(r.rates) for r in all_results if r.job is DIGITS and r.rates), None)
+    for r in all_results:
+        if not r.rates:
+            lines.append(f"| {r.job.title} | 0 | FAILED | - | - |")
+            continue
+        value = median(r.rates)
+        source = "`task_progress` events" if r.job.source == "events" else \
+            f"its output (a line every {LOG_EVERY} steps)"
+        versus = f"{value / base:.2f}x" if base else "-"
+        lines.append(f"| {r.job.title} | {len(r.rates)} | {value:.1f} [{min(r.rates):.1f}-"
+                     f"{max(r.rates):.1f}] | {source} | {versus} |")
+    for r in all_results:
+        lines += [f"- {r.job.key}: failed run (not counted): {e}" for e in dict.fromkeys(r.errors)]
+    return lines
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=2000, help="steps per run (default 2000)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per example (default 3)")
+    parser.add_argument("--tfcluster", type=shlex.split, default=default_tfcluster(),
+                        help="how to run tfcluster (default: the console script beside this python)")
+    args = parser.parse_args(argv)
+    if args.steps < 50 or args.repeats < 1:
+        parser.error("--steps must be at least 50 and --repeats at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    cli = Tfcluster(tuple(args.tfcluster), MARKER_ENV, new_marker(), CommandLog())
+    try:
+        with tempfile.TemporaryDirectory(prefix="tfcluster-throughput-") as tmp:
+            all_results = measure(cli, args.steps, args.repeats, Path(tmp))
+    finally:
+        killed = cli.kill_leftovers()
+    print("\n".join(table(all_results, args.steps)))
+    if killed:
+        print(f"- leftover processes (killed): {killed}")
+    return 1 if killed or any(r.errors for r in all_results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
