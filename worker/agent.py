@@ -96,8 +96,6 @@ class Agent:
     def interval(self) -> float:
         return self.launch.heartbeat_interval_s if self.launch else 1.0
 
-    # --- start-up ---------------------------------------------------------------------------
-
     def read_launch(self) -> tuple[Launch, list[bytes]] | None:
         """Block until the first line: (the launch message, any commands read along with it);
         None on EOF before it."""
@@ -119,6 +117,7 @@ class Agent:
             self.tasks[task.task] = task
             if not self.warm.hold(task, launch, task_launch):  # else: when its spare is ready
                 self.start_task(task, launch, task_launch)
+        self.record()  # once for all: each record reads every process's /proc entry
 
     def start_task(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch) -> None:
         try:
@@ -134,15 +133,12 @@ class Agent:
             self.selector.register(fd, selectors.EVENT_READ, "task")
         self.outbox.put(Started(task=task.task, pid=pid, ts=time.time(), warm=warm,
                                 cold_reason=cold_reason))
-        self.record()
 
     def next_attempt(self, launch: Launch) -> None:
         """Start the tasks of the next attempt, once the last one's teardown is confirmed."""
         if self.tasks and not self.teardown.all_gone:
-            self.outbox.put(AgentError(
-                message=f"launch of attempt {launch.attempt} refused: the tasks of attempt "
-                        f"{self.launch.attempt if self.launch else '?'} are still running "
-                        "(terminate them first)"))
+            self.outbox.put(AgentError(message=f"launch of attempt {launch.attempt} refused: "
+                                       "the last attempt's tasks still run (terminate them)"))
             return
         for task in self.tasks.values():
             for fd in list(task.fds):
@@ -206,6 +202,7 @@ class Agent:
         for notice in task.notices(time.monotonic(), force=True):
             self.outbox.put(notice)
         self.outbox.put(task.exited(status, reaped_at))
+        self.teardown.poke()  # the last one may have gone: look now, not at the next poll
 
     def on_command_input(self) -> None:
         try:
@@ -278,8 +275,10 @@ class Agent:
         now = time.monotonic()
         if not self.teardown.started:
             self.warm.tick(now)
-            for held in self.warm.released(now):
-                self.start_task(*held)
+            if released := self.warm.released(now):
+                for held in released:
+                    self.start_task(*held)
+                self.record()
         silence = self.launch.coordinator_timeout_s if self.launch else None
         if silence is not None and not self.input_closed and now - self.last_command_at > silence:
             _note(f"no word from the coordinator for {silence:g}s; stopping every task")

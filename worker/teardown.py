@@ -45,6 +45,10 @@ class Teardown:
     def started(self) -> bool:
         return self.kill_at is not None
 
+    def poke(self) -> None:
+        """A task was reaped: the next :meth:`step` looks whether all is gone at once."""
+        self._next_look = 0.0
+
     def begin(self, grace_s: float, now: float) -> None:
         """TERM every tree now (on the first call); KILL what is left ``grace_s`` from ``now``."""
         deadline = now + max(grace_s, 0.0)
