@@ -46,6 +46,7 @@ class WarmStarts:
         self._failed: dict[str, str] = {}  # task -> why its last spare was lost
         self._held: dict[str, _Held] = {}  # tasks waiting for their spare to be ready
         self._settled: set[str] = set()  # tasks whose spare became ready or was lost
+        self._ever_filled = False
 
     def start(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch
               ) -> tuple[bool, str | None]:
@@ -65,6 +66,8 @@ class WarmStarts:
             task.adopt(launched.popen, launched.read_ends)
             return True, None
         task.start()
+        if not self._ever_filled:  # the job's first attempt: no spare could exist yet
+            return False, None
         return False, self._failed.pop(task_launch.task, got.reason)
 
     def hold(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch) -> bool:
@@ -110,6 +113,7 @@ class WarmStarts:
         self._fill_at = None
         tasks = [dataclasses.replace(t, env=launch.task_env(t)) for t in launch.tasks]
         self._failed.clear()
+        self._ever_filled = True
         self._events(self.pool.fill(tasks, launch.preload))
 
     def on_readable(self, fd: int) -> None:

@@ -31,6 +31,7 @@ def test_the_restarted_tasks_start_from_warm_spares(tmp_path: Path) -> None:
         events = job.events()
     started = {(e["attempt"], e["task"]): e for e in events if e["event"] == "task_started"}
     assert [started[(0, t)]["warm"] for t in ("worker:0", "worker:1")] == [False, False]
+    assert [started[(0, t)]["cold_reason"] for t in ("worker:0", "worker:1")] == [None, None]
     assert [started[(1, t)]["warm"] for t in ("worker:0", "worker:1")] == [True, True], started
     assert all(e["cold_reason"] is None for k, e in started.items() if k[0] == 1)
     finals = [e for e in events if e["event"] == "task_exited" and e["attempt"] == 1]
