@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.tfjobs import TEST_TIMEOUT_S, Finished, finished, requires_tf, signal_task, tf_job
+from tests.e2e.tfjobs import (
+    TEST_TIMEOUT_S,
+    Finished,
+    finished,
+    requires_tf,
+    signal_task,
+    tf_job,
+    wait_while_running,
+)
 from tests.jobs import REPO, Job, write_spec
 from worker.env import TF_RESTART_EXIT_CODE
 
@@ -53,17 +61,12 @@ def pch_spec(tmp_path: Path, *, grace_period_s: float = 10.0,
 def wait_for_step(job: Job, step: int, timeout: float = 120) -> None:
     """Wait until worker:1 of attempt 0 has printed ``step`` (or a later one)."""
     log = job.run_dir / "attempt-0" / "worker-1.log"
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def reached() -> bool:
         text = log.read_text() if log.exists() else ""
-        if any(int(found) >= step for found in _STEP.findall(text)):
-            return
-        if job.proc.poll() is not None:
-            raise AssertionError(f"tfcluster exited {job.proc.returncode} before step {step}:\n"
-                                 f"{job.stderr}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"worker:1 did not reach step {step} within {timeout}s")
-        time.sleep(0.02)
+        return any(int(found) >= step for found in _STEP.findall(text))
+
+    wait_while_running(job, reached, f"worker:1 at step {step}", timeout)
 
 
 def preempted_run(tmp_path: Path, spec: Path) -> tuple[Finished, float]:

@@ -13,7 +13,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,16 +100,22 @@ def finished(job: Job, checkpoint_dir: Path) -> Finished:
     return Finished(job.run_dir, checkpoint_dir, job.wait(JOB_TIMEOUT_S), job.stderr)
 
 
+def wait_while_running(job: Job, done: Callable[[], bool], what: str, timeout: float) -> None:
+    """Wait until ``done()`` (deadline ``timeout``) while the job is still running; ``what``
+    names the awaited condition in the error."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if job.proc.poll() is not None:
+            raise AssertionError(f"tfcluster exited {job.proc.returncode} before {what}:\n"
+                                 f"{job.stderr}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not {what} within {timeout}s")
+        time.sleep(0.01)
+
+
 def wait_for_file(job: Job, path: Path, timeout: float = 180) -> None:
     """Wait until ``path`` exists (deadline ``timeout``) while the job is still running."""
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if job.proc.poll() is not None:
-            raise AssertionError(f"tfcluster exited {job.proc.returncode} before {path} "
-                                 f"appeared:\n{job.stderr}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} did not appear within {timeout}s")
-        time.sleep(0.01)
+    wait_while_running(job, path.exists, f"{path} appeared", timeout)
 
 
 def signal_task(job: Job, task: str, sig: signal.Signals, attempt: int = 0) -> None:
