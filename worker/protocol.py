@@ -71,6 +71,9 @@ class Launch(Message):
     #: Warm spares (``restart.warm_spares``): the modules each spare imports before it waits
     #: for the next attempt's launch (TensorFlow, then ``entrypoint.preload``); None: no spares.
     preload: list[str] | None = None
+    #: Warm spares, for scripts that never report a step: fill the pool this long after the
+    #: attempt started (a reported step fills it at once).
+    spare_fill_delay_s: float = 30.0
 
     def task_env(self, task: TaskLaunch) -> dict[str, str]:
         """The env overlay of one task, TF_CONFIG included."""

@@ -3,8 +3,9 @@
 modules; the next attempt's task becomes that spare instead of starting cold.
 
 The pool is filled once per attempt, when the attempt's first step is reported (so that the spares'
-imports do not compete with the tasks' own start-up for the CPU), or :data:`FILL_DELAY_S` after the
-attempt started for scripts that never report a step. A task that finds no fitting spare starts
+imports do not compete with the tasks' own start-up for the CPU), or a delay after the
+attempt started for scripts that never report a step (``Launch.spare_fill_delay_s``,
+``restart.spare_fill_delay_s`` in the spec). A task that finds no fitting spare starts
 cold and says why (``Started.cold_reason``).
 """
 
@@ -21,8 +22,6 @@ from worker.spare_pool import Spare, SpareEvent, SpareLaunchError, SparePool
 from worker.spare_process import SpareState
 from worker.task_process import TaskProcess
 
-#: For scripts that never report a step: fill the pool this long after the attempt started.
-FILL_DELAY_S = 30.0
 #: A task whose spare is still importing waits for it (finishing an import beats starting
 #: one afresh) this long at most, then starts cold.
 SPARE_WAIT_S = 60.0
@@ -92,7 +91,8 @@ class WarmStarts:
 
     def attempt_started(self, launch: Launch) -> None:
         self._launch = launch
-        self._fill_at = None if launch.preload is None else time.monotonic() + FILL_DELAY_S
+        self._fill_at = None if launch.preload is None else \
+            time.monotonic() + launch.spare_fill_delay_s
 
     def first_step(self) -> None:
         """A task of this attempt reported its first step: time to fill the pool."""

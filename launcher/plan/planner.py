@@ -86,6 +86,7 @@ class LaunchPlan:
     preemption_exit_codes: frozenset[int] = frozenset({42, 143})
     #: Warm spares: what each spare imports first (None: no spares; see restart.warm_spares).
     preload: tuple[str, ...] | None = None
+    spare_fill_delay_s: float = 30.0
     cluster: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
@@ -121,7 +122,8 @@ class LaunchPlan:
                       grace_period_s=self.grace_period_s,
                       coordinator_timeout_s=self.heartbeat_timeout_s,
                       process_table=self.process_table(host),
-                      preload=None if self.preload is None else list(self.preload))
+                      preload=None if self.preload is None else list(self.preload),
+                      spare_fill_delay_s=self.spare_fill_delay_s)
 
     def process_table(self, host: HostPlan) -> str | None:
         """Where ``host``'s agent records every process it owns, the same file for every attempt,
@@ -258,6 +260,7 @@ def plan(
                       failure_grace_period_s=spec.health.failure_grace_period_s,
                       preemption_exit_codes=frozenset(spec.restart.preemption_exit_codes),
                       preload=_preload(spec),
+                      spare_fill_delay_s=spec.restart.spare_fill_delay_s,
                       cluster=cluster)
 
 

@@ -246,6 +246,9 @@ class RestartSpec(BaseModel):
     #: Keep, on every host, one pre-started interpreter per task that has already imported
     #: ``entrypoint.preload``: a restart hands the new attempt to it instead of starting cold.
     warm_spares: Annotated[bool, Field(strict=True)] = False
+    #: With warm spares, for scripts that never report a step (``worker.report``): start the
+    #: spares this long after an attempt started (a reported step starts them at once).
+    spare_fill_delay_s: Delay = 30.0
 
     @model_validator(mode="after")
     def _backoff_order(self) -> RestartSpec:

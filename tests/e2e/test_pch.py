@@ -42,7 +42,7 @@ _GRACE = re.compile(r"^\[pch (\S+)\] termination grace_period=(\S+)$", re.MULTIL
 
 
 def pch_spec(tmp_path: Path, *, grace_period_s: float = 10.0,
-             termination_config: bool = False) -> Path:
+             termination_config: bool = False, warm_spares: bool = False) -> Path:
     args = ["--steps", str(STEPS)] + (["--termination-config"] if termination_config else [])
     return write_spec(tmp_path, {
         "name": "pch-digits",
@@ -51,7 +51,9 @@ def pch_spec(tmp_path: Path, *, grace_period_s: float = 10.0,
         "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
         "checkpoint": {"dir": str(tmp_path / "unused")},  # --checkpoint-dir overrides it
         "tasks": [{"type": "worker", "host": "localhost", "count": 2}],
-        "restart": {"max_restarts": 0, "backoff_s": 0.5},
+        # warm spares: the script reports no step, so they are started with the attempt
+        "restart": {"max_restarts": 0, "backoff_s": 0.5, "warm_spares": warm_spares,
+                    "spare_fill_delay_s": 0.0},
         # the script reports no steps to tfcluster
         "health": {"startup_timeout_s": None, "hang_timeout_s": None,
                    "grace_period_s": grace_period_s},
@@ -146,4 +148,17 @@ def test_termination_config_gives_the_handler_tfclusters_grace_period(
     check_preempted_attempt(run, checkpoint_number=2)  # a save at once, one at the end
     first_exit = min(e["ts"] for e in run.events if e["event"] == "task_failed")
     assert first_exit - signalled_at >= 1.0  # it trained on through (most of) its 2 s
+    assert run.final_hash() == reference.final_hash()
+
+
+def test_tfs_preemption_protocol_with_warm_spares_gives_the_same_weights(
+        tmp_path: Path, reference: Finished) -> None:
+    """The same preemption with ``restart.warm_spares``: the next attempt's tasks are the spares
+    (TensorFlow imported before the SIGTERM), the script cannot tell, and the weights are still
+    bit-identical to the uninterrupted run's."""
+    run, _ = preempted_run(tmp_path, pch_spec(tmp_path, warm_spares=True))
+    check_preempted_attempt(run, checkpoint_number=1)
+    started = [e for e in run.events if e["event"] == "task_started" and e["attempt"] == 1]
+    assert [e["warm"] for e in started] == [True, True], started
+    assert run.summary()["attempts"][0]["spares_rss_bytes"] > 0
     assert run.final_hash() == reference.final_hash()
