@@ -95,8 +95,10 @@ class TaskProcess:
         child_env = {**env.without_own(os.environ), **self.env_overlay,
                      env.REPORT_FD: str(report_w)}
         try:
+            argv, preexec_fn = process_tree.dying_with_this_process(
+                self.launch.argv, child_env.get("PATH"), self.launch.cwd)
             self._popen = subprocess.Popen(
-                self.launch.argv,
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=pipes[STDOUT][1],
                 stderr=pipes[STDERR][1],
@@ -104,7 +106,7 @@ class TaskProcess:
                 env=child_env,
                 cwd=self.launch.cwd,
                 start_new_session=True,
-                preexec_fn=process_tree.die_with_this_process(),  # noqa: PLW1509 - one thread
+                preexec_fn=preexec_fn,  # noqa: PLW1509 - one thread
             )
         except BaseException as exc:
             for read_end, write_end in pipes.values():

@@ -1,22 +1,23 @@
 """Agents on this machine: ``python -m worker.agent`` as a subprocess, spoken to over its pipes.
 
 The agent gets its own session so that a Ctrl-C in the terminal reaches only the coordinator, which
-then stops every task in order (TERM, grace period, KILL) instead of racing the signal.
+then stops every task in order (TERM, grace period, KILL) instead of racing the signal. The first
+one may have been started early, while tfcluster itself was starting
+(:mod:`launcher.backends.early_agent`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import subprocess
 from pathlib import Path
 
 from launcher.backends.base import Sink
 from launcher.backends.channel import AgentChannel
+from launcher.backends.early_agent import EarlyAgent, agent_popen
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
-from worker.env import without_own
 from worker.protocol import Launch, Message
 
 #: How long to wait for the agent's reader thread to deliver its last messages.
@@ -82,26 +83,32 @@ class LocalAgentHandle:
 
 
 class LocalBackend:
-    def __init__(self, python: str | None = None) -> None:
+    """Starts local agents; the first one it needs may be an :class:`EarlyAgent` already up."""
+
+    def __init__(self, python: str | None = None, early: EarlyAgent | None = None) -> None:
         self.python = python
+        self._early = early
 
     def start(self, host: HostPlan, launch: Launch, sink: Sink,
               log_path: Path) -> LocalAgentHandle:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         python = self.python or host.python
-        with log_path.open("ab") as log:
-            try:
-                proc = subprocess.Popen(
-                    [python, "-m", "worker.agent"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                    start_new_session=True, env={**without_own(os.environ), "PYTHONUNBUFFERED": "1"},
-                )
-            except OSError as exc:
-                raise AgentStartError(host.name, f"cannot start {python!r}: {exc}",
-                                      "check the spec's 'python' field") from exc
+        proc = self._early.take(python, log_path) if self._early is not None else None
+        if proc is None:
+            with log_path.open("ab") as log:
+                try:
+                    proc = agent_popen(python, log)
+                except OSError as exc:
+                    raise AgentStartError(host.name, f"cannot start {python!r}: {exc}",
+                                          "check the spec's 'python' field") from exc
         if proc.stdin is None or proc.stdout is None:  # cannot happen with PIPE; keeps mypy honest
             raise AgentStartError(host.name, "agent started without pipes")
         channel = AgentChannel(host.name, proc.stdout, proc.stdin, sink)
         channel.start()
         channel.send(launch)
         return LocalAgentHandle(host.name, proc, channel, launch.process_table)
+
+    def discard_early(self) -> None:
+        """End the early agent if no local agent took it (safe to call more than once)."""
+        if self._early is not None:
+            self._early.discard()
