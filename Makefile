@@ -27,8 +27,10 @@ sysdeps:
 	@missing=""; \
 	test -x /usr/sbin/sshd || missing="$$missing openssh-server"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	for p in slurmctld slurmd munged srun; do command -v $$p >/dev/null 2>&1 || \
+		{ missing="$$missing slurmctld slurmd slurm-client munge"; break; }; done; \
 	if [ -n "$$missing" ]; then \
-		echo "installing$$missing (needed by the SSH and multi-host tests)"; \
+		echo "installing$$missing (needed by the SSH, multi-host and Slurm tests)"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi

@@ -5,11 +5,18 @@ It behaves like a real task where that matters to the launcher: it reads TF_CONF
 every step through ``worker.report``, writes checkpoints in ``tf.train.CheckpointManager``'s layout
 when it is the chief, resumes from ``TFCLUSTER_RESUME_STEP``, and fails on request in the ways real
 tasks fail (exit code, signal, exception, hang), optionally only on given attempts.
+
+With ``--result`` it carries a training state (a hash chained over every step it runs), saves it
+beside each checkpoint (``ckpt-N.result``), restores it on resume, and prints
+``tfcluster-result: sha256=...`` at the end: the same value for an uninterrupted run and for one
+that was restarted from checkpoints correctly. With ``--save-on-term`` a SIGTERM is a graceful
+preemption: the task finishes its step, the chief saves a checkpoint there, and it exits 143.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import signal
 import socket
@@ -46,7 +53,33 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--pid-file-dir", default="", help="write <task>.pid files here")
     parser.add_argument("--ignore-resume-task", default="",
                         help="this task starts from step 0 whatever it is told (misconfiguration)")
+    parser.add_argument("--result", action="store_true",
+                        help="carry a chained state, checkpoint it, print tfcluster-result:")
+    parser.add_argument("--save-on-term", action="store_true",
+                        help="SIGTERM: save a checkpoint at the current step and exit 143")
     return parser.parse_args()
+
+
+RESULT_SEED = hashlib.sha256(b"fake_trainer").hexdigest()
+
+
+def next_state(state: str, step: int) -> str:
+    """The training state after ``step`` (a hash chain: it depends on every step run, in order)."""
+    return hashlib.sha256(f"{state}:{step}".encode()).hexdigest()
+
+
+def save_state(directory: str, step: int, state: str) -> None:
+    """The state beside checkpoint ``step``, written before the checkpoint itself."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, f"ckpt-{step}.result"), "w") as handle:
+        handle.write(state)
+
+
+def restored_state(ctx: worker.TaskContext) -> str:
+    if ctx.resume_checkpoint is None:
+        return RESULT_SEED
+    with open(ctx.resume_checkpoint + ".result") as handle:
+        return handle.read().strip()
 
 
 def bind_own_address(ctx: worker.TaskContext) -> socket.socket | None:
@@ -140,6 +173,10 @@ def main() -> None:
     attempts = {int(a) for a in args.fail_attempts.split(",") if a.strip()}
     fails_here = args.fail_task in (str(ctx.task), "all") and (not attempts or ctx.attempt in attempts)
     start = 0 if str(ctx.task) == args.ignore_resume_task else restore(ctx)
+    state = restored_state(ctx) if args.result and start else RESULT_SEED
+    terms: list[int] = []
+    if args.save_on_term:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: terms.append(signum))
     print(f"fake_trainer {ctx.task} attempt {ctx.attempt} starting at step {start}", flush=True)
     for step in range(start + 1, args.steps + 1):
         if fails_here and step == args.fail_at_step:
@@ -149,13 +186,21 @@ def main() -> None:
                 args.fail_mode = "exit:143"
             fail(args.fail_mode)
         time.sleep(args.step_time)
+        state = next_state(state, step)
         worker.report(step, loss=1.0 / step)
-        if (ctx.is_chief and ctx.checkpoint_dir and args.checkpoint_every
-                and step % args.checkpoint_every == 0):
+        saving = bool(args.checkpoint_every and step % args.checkpoint_every == 0) or bool(terms)
+        if ctx.is_chief and ctx.checkpoint_dir and saving:
+            if args.result:
+                save_state(ctx.checkpoint_dir, step, state)
             write_checkpoint(ctx.checkpoint_dir, step)
+        if terms:
+            print(f"fake_trainer {ctx.task}: preempted, saved at step {step}", flush=True)
+            sys.exit(143)
     if fails_here and args.fail_at_step > args.steps:
         fail(args.fail_mode)
     print(f"fake_trainer {ctx.task} done step={args.steps}", flush=True)
+    if args.result and ctx.is_chief:
+        print(f"tfcluster-result: sha256={state}", flush=True)
     if server is not None:
         server.close()
 

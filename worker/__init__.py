@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from worker.reporting import report
+    from worker.saving import save_model
     from worker.task_context import TaskContext, context
     from worker.termination import termination_config
 
-__all__ = ["TaskContext", "context", "report", "termination_config"]
+__all__ = ["TaskContext", "context", "report", "save_model", "termination_config"]
 
 _LAZY = {"TaskContext": "worker.task_context", "context": "worker.task_context",
-         "report": "worker.reporting", "termination_config": "worker.termination"}
+         "report": "worker.reporting", "termination_config": "worker.termination",
+         "save_model": "worker.saving"}
 
 
 def __getattr__(name: str) -> Any:

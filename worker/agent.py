@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from worker import process_table, process_tree
+from worker import host_memory, process_table, process_tree
 from worker.bootstrap import STACK_DUMP_SIGNAL
 from worker.lines import LineBuffer
 from worker.outbox import Outbox
@@ -299,7 +299,7 @@ class Agent:
 
     def _heartbeat(self) -> Heartbeat:
         usage = {name: got for name, task in self.tasks.items() if (got := task.usage())}
-        return Heartbeat(ts=time.time(), tasks=usage, spares_rss_bytes=self.warm.spares_rss_bytes())
+        return host_memory.heartbeat(time.time(), usage, self.warm.spares_rss_bytes())
 
     def _timeout(self) -> float:
         now = time.monotonic()

@@ -3,7 +3,8 @@
 
 It runs the entrypoint the way ``python -m MODULE`` / ``python SCRIPT`` would, with the traceback
 relay, ``SIGUSR1`` stack dumps and the ``ready`` report of :mod:`worker.task_entry`, which a warm
-spare (:mod:`worker.spare`) shares, so that a task cannot tell the two starts apart.
+spare (:mod:`worker.spare`) shares, so that a task cannot tell the two starts apart. A drill's
+``crash`` signal becomes an exception (:mod:`worker.crash`).
 """
 
 from __future__ import annotations

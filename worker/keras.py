@@ -10,7 +10,10 @@ Keras 3 ``fit`` does not work under MultiWorkerMirroredStrategy on TF 2.21, so t
 
 - a callback that reports every batch to tfcluster (``worker.report(step, loss=..., ...)``) with the
   global step ``epoch * steps_per_epoch + batch + 1``, which drives hang detection and the run's
-  ``task_progress`` events, and logs the epoch the task starts from;
+  ``task_progress`` events, and logs the epoch the task starts from; at the end of each epoch it
+  reports ``fit``'s epoch logs too, as ``epoch_<name>`` (``epoch_loss``, ``epoch_val_accuracy``...,
+  as Keras' own TensorBoard callback names them). tfcluster keeps them in ``RUN_DIR/metrics.jsonl``
+  and ``RUN_DIR/tensorboard/<task>/``;
 - ``tf_keras.callbacks.BackupAndRestore`` on the chief's checkpoint directory
   (``TFCLUSTER_CHECKPOINT_DIR``), so that a restarted attempt resumes from the last backup. Keras
   lays it out as ``<dir>/chief/`` (kept; tfcluster's checkpoint discovery reads it) and
@@ -89,6 +92,7 @@ def _progress_class() -> type:
             self.epoch = 0
             #: The epoch this ``fit`` began with (> 0 when BackupAndRestore resumed it).
             self.first_epoch: int | None = None
+            self.last_step: int | None = None
 
         def _step(self, batch: int) -> int:
             steps = (self.params or {}).get("steps")
@@ -105,8 +109,14 @@ def _progress_class() -> type:
 
         def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
             step = self._step(batch)
+            self.last_step = step
             if step % self.every == 0:
                 worker.report(step, **_scalar_metrics(logs))
+
+        def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+            metrics = {f"epoch_{name}": value for name, value in _scalar_metrics(logs).items()}
+            if metrics and self.last_step is not None:
+                worker.report(self.last_step, epoch=epoch, **metrics)
 
     _classes["progress"] = ReportProgress
     return ReportProgress

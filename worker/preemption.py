@@ -181,7 +181,13 @@ class PreemptionWatcher:
 
     def _watch(self, read_fd: int) -> None:
         """Learn of the signal at once (even while the main thread is stuck in TF), then give the
-        loop :attr:`allowance_s` between calls to :meth:`should_stop` until the tasks agree."""
+        loop :attr:`allowance_s` between calls to :meth:`should_stop` until the tasks agree.
+
+        The read end stays open (and drained) until :meth:`uninstall` closes the write end:
+        CPython writes *every* signal with a Python handler (a second SIGTERM from a teardown,
+        SIGINT) to the wakeup fd, and a write to a pipe whose reader is gone fails with EPIPE,
+        which CPython reports as ``Exception ignored when trying to write to the signal wakeup
+        fd: BrokenPipeError`` on the task's stderr."""
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as wake:
             while True:
                 data = wake.read(64)
@@ -189,6 +195,11 @@ class PreemptionWatcher:
                     return  # uninstalled
                 if self.signum in data:
                     break
+            self._count_down()
+            while wake.read(64):  # until uninstalled (EOF)
+                pass
+
+    def _count_down(self) -> None:
         self._requested.set()
         noticed = time.monotonic()
         while not self._agreed.is_set():

@@ -181,6 +181,8 @@ class Heartbeat(Message):
     tasks: dict[str, TaskUsage] = field(default_factory=dict)
     #: Memory held by this host's warm spares, bytes (the price of warm restarts).
     spares_rss_bytes: int = 0
+    #: Memory this host still has for its tasks, bytes (None: unknown): see worker.host_memory.
+    available_bytes: int | None = None
 
 
 @dataclass(frozen=True)

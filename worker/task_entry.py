@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from worker import reporting
+from worker.crash import enable_crash_signal
 from worker.task_reports import ReportKind
 
 STACK_DUMP_SIGNAL = signal.SIGUSR1
@@ -92,8 +93,10 @@ def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackTy
 
 def run(argv: Sequence[str]) -> None:
     """Become the task ``argv`` (an entry argv, see :func:`is_entry_argv`) in this process: stack
-    dumps, the traceback relay, the ``ready`` report, then its code as ``__main__``."""
+    dumps, a drill's crash signal raising, the traceback relay, the ``ready`` report, then its code
+    as ``__main__``."""
     enable_stack_dumps()
+    enable_crash_signal()
     sys.excepthook = _excepthook
     reporting.send({"kind": ReportKind.READY.value, "pid": os.getpid(), "stack_dumps": True})
     set_sys_for(argv)

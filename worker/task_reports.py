@@ -26,6 +26,7 @@ class ReportKind(str, Enum):
     READY = "ready"  # the bootstrap is up: stack dumps can be asked for
     RESTORE_FAILED = "restore_failed"  # the resume checkpoint could not be restored
     PREEMPTED = "preempted"  # a preemption notice was seen: every task saves and stops
+    EXPORTED = "exported"  # the chief saved a model (worker.save_model): path and format
 
 
 #: Deeper data is refused: it could not be re-encoded without exhausting Python's recursion limit.

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from launcher.backends.local import LocalBackend
 from launcher.backends.router import HostRouter
+from launcher.cli.slurm_run import slurm_parts, slurm_ready
 from launcher.job.coordinator import (
     Coordinator,
     FSForHost,
@@ -23,8 +26,9 @@ from launcher.job.coordinator import (
     local_fs_only,
     local_lock_only,
 )
+from launcher.job.resume import FRESH, Resumption, stored_spec
 from launcher.job.state import JobState
-from launcher.output.console import Console
+from launcher.output.console import HOLD_S, Console
 from launcher.output.rundir import RunDir, default_run_dir
 from launcher.output.status import PlainStatus, StatusBoard
 from launcher.plan.addresses import local_task_address
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from launcher.backends.base import Backend
+    from launcher.backends.early_agent import EarlyAgent
     from launcher.job.checkpoint_lock import LockFile
     from launcher.job.checkpoints import CheckpointFS
     from launcher.job.hooks import AttemptHooks
@@ -52,10 +57,17 @@ class RunOutcome:
     started: bool
 
 
-def planner_for(spec: ClusterSpec, run_dir: str) -> Planner:
+def planner_for(spec: ClusterSpec, run_dir: str, base_dir: str | None = None) -> Planner:
     """This machine's planner for ``spec``: tfcluster's interpreter for local tasks, paths
-    relative to the current directory, local tasks at the address remote hosts reach."""
-    return Planner(spec, run_dir=run_dir, local_python=sys.executable, base_dir=os.getcwd(),
+    relative to the current directory, local tasks at the address remote hosts reach; for a
+    spec with ``slurm:``, the nodes of the allocation this process runs in. ``base_dir``: where
+    relative paths start instead (a resumed run's, as stored)."""
+    if spec.slurm is not None:
+        from launcher.cli.slurm_run import slurm_planner
+
+        return slurm_planner(spec, run_dir, base_dir=base_dir or os.getcwd())
+    return Planner(spec, run_dir=run_dir, local_python=sys.executable,
+                   base_dir=base_dir or os.getcwd(),
                    local_address=local_task_address(spec))
 
 
@@ -92,34 +104,77 @@ def _remote_backend(connector: SshConnector) -> tuple[Backend, FSForHost, LockFo
     return SshBackend(connector), checkpoint_fs, checkpoint_lock
 
 
-def run_job(spec: ClusterSpec, args: argparse.Namespace,
-            faults: AttemptHooks | None = None) -> RunOutcome:
-    """Run ``spec`` to the end as the command line asked; the exit code is the job's."""
-    run_dir = RunDir(Path(args.run_dir or default_run_dir(spec.name)).absolute())
-    planner = planner_for(spec, str(run_dir.path))
+def _run_dir(spec: ClusterSpec, args: argparse.Namespace, resumed: Resumption | None) -> RunDir:
+    if resumed is not None:
+        return RunDir(resumed.run_dir, resuming=True)
+    return RunDir(Path(args.run_dir or default_run_dir(spec.name)).absolute(),
+                  stored_spec=stored_spec(spec, os.getcwd()))
+
+
+def run_job(spec: ClusterSpec, args: argparse.Namespace, faults: AttemptHooks | None = None, *,
+            resumed: Resumption | None = None, notes: Sequence[str] = (),
+            early: EarlyAgent | None = None) -> RunOutcome:
+    """Run ``spec`` to the end as the command line asked; the exit code is the job's.
+    ``resumed``: continue that run instead (``tfcluster run --resume``); ``notes``: lines to say
+    once the job has started (not before a run directory error, say); ``early``: a local agent
+    the command line started while tfcluster was starting (the first local agent, if fit)."""
+    local = LocalBackend(python=sys.executable, early=early)
+    try:
+        return _run_job(spec, args, local, faults=faults, resumed=resumed, notes=notes)
+    finally:
+        local.discard_early()
+
+
+def _run_job(spec: ClusterSpec, args: argparse.Namespace, local: LocalBackend, *,
+             faults: AttemptHooks | None, resumed: Resumption | None,
+             notes: Sequence[str]) -> RunOutcome:
+    run_dir = _run_dir(spec, args, resumed)
+    planner = planner_for(spec, str(run_dir.path), resumed.base_dir if resumed else None)
     remote: Backend | None = None
     checkpoint_fs: FSForHost = local_fs_only
     checkpoint_lock: LockForHost = local_lock_only
-    if any(not host.local for host in planner.preview().hosts):
+    slurm = slurm_parts(planner)
+    if slurm is not None:
+        if not slurm_ready(planner, args):
+            return RunOutcome(1, run_dir.path, started=False)
+        remote, checkpoint_fs, checkpoint_lock = slurm.backend, slurm.fs, slurm.lock
+    hosts = planner.preview().hosts if slurm is None else ()
+    if not any(host.local for host in hosts):
+        local.discard_early()
+    if slurm is None and any(not host.local for host in hosts):
         connector = _connector(args)
         if not _hosts_ready(planner, connector, args):
             return RunOutcome(1, run_dir.path, started=False)
         remote, checkpoint_fs, checkpoint_lock = _remote_backend(connector)
-    console = Console(show_task_output=not args.quiet)
+    console = Console(show_task_output=not args.quiet, verbose=args.verbose, hold_s=HOLD_S,
+                      at_job_start=notes)
     board = StatusBoard()
     live = console.interactive and not args.quiet
     listener = board.apply if live else PlainStatus(console, board)
     coordinator = Coordinator(planner, run_dir,
-                              HostRouter(local=LocalBackend(python=sys.executable), remote=remote),
-                              console, hooks=faults, listeners=[listener],
-                              checkpoint_fs=checkpoint_fs, checkpoint_lock=checkpoint_lock)
-    previous = {sig: signal.signal(sig, coordinator.interrupt) for sig in _HANDLED_SIGNALS}
+                              HostRouter(local=local, remote=remote),
+                              console, hooks=slurm.hooks(faults) if slurm else faults,
+                              listeners=[listener, console.on_event,
+                                         *(slurm.listeners if slurm else [])],
+                              checkpoint_fs=checkpoint_fs, checkpoint_lock=checkpoint_lock,
+                              start=resumed.start if resumed else FRESH)
+    handled = (*_HANDLED_SIGNALS, *(slurm.signals if slurm else ()))
+    previous = {sig: signal.signal(sig, coordinator.interrupt) for sig in handled}
+    # Everything imported and built so far lives as long as the job: keep the garbage
+    # collector from scanning it over and over (its full passes were the coordinator's largest
+    # CPU cost while it watched 64 tasks).
+    gc.freeze()
     try:
-        with console.live(board.table) if live else contextlib.nullcontext():
+        with console.live(board.table) if live else contextlib.nullcontext(), \
+                slurm.guard(run_dir.path) if slurm else contextlib.nullcontext():
             result = coordinator.run()
     finally:
+        run_dir.release()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if slurm is not None and slurm.exit_code:  # stopped to be resubmitted without some nodes
+        console.close()
+        return RunOutcome(slurm.exit_code[0], run_dir.path, started=True)
     attempts = len(result.attempts)
     if result.state is JobState.SUCCEEDED:
         console.say(f"job {spec.name} succeeded ({attempts} attempt(s)); run dir {run_dir.path}")

@@ -6,8 +6,8 @@ import argparse
 
 from launcher.ssh.deadline import DEFAULT_CONNECT_TIMEOUT_S
 
-#: Faults ``tfcluster drill --fault`` can inject (see :data:`launcher.job.drill.FAULTS`).
-FAULT_NAMES = ("kill", "term", "stop")
+#: Actions of ``tfcluster drill --fault ACTION:TARGET[:TRIGGER]`` (see :mod:`launcher.drill.faults`).
+FAULT_NAMES = ("kill", "term", "stop", "crash", "partition", "corrupt-checkpoint", "kill-coordinator")
 
 _DESCRIPTION = """\
 Launch TensorFlow MultiWorkerMirroredStrategy jobs on a cluster described by a YAML spec (or on a
@@ -43,10 +43,18 @@ def build_parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
 
     run = verbs.add_parser("run", help="run the job of a spec to completion",
+                           usage="tfcluster run (SPEC | --resume RUN_DIR) [options]",
                            description="Run the job described by SPEC. Exits 0 when every task "
                            "exits 0, otherwise with the root-cause task's exit code "
-                           "(128+N for signal N).")
-    run.add_argument("spec", metavar="SPEC", help="cluster spec (YAML)")
+                           "(128+N for signal N). With --resume RUN_DIR, continue a job whose "
+                           "tfcluster died or was stopped: same job, same run directory, the spec "
+                           "stored there (RUN_DIR/spec.json), a new attempt resuming from the "
+                           "latest complete chief checkpoint; restarts already used stay used, "
+                           "the loss of tfcluster itself is not counted. A job that already "
+                           "succeeded is not run again (exit 0).")
+    run.add_argument("spec", metavar="SPEC", nargs="?", help="cluster spec (YAML)")
+    run.add_argument("--resume", metavar="RUN_DIR",
+                     help="continue the job of this run directory (no SPEC needed)")
     run.add_argument("--checkpoint-dir", metavar="DIR",
                      help="use DIR as the chief's checkpoint directory instead of the spec's")
     _run_options(run)
@@ -79,16 +87,29 @@ def build_parser() -> argparse.ArgumentParser:
     _run_options(local)
 
     drill = verbs.add_parser(
-        "drill", help="run a spec and hurt one task on purpose; report the recovery",
-        description="Run the job of SPEC like 'run' and, the first time TASK reports step N, send "
-        "it a fault: kill (SIGKILL, a crash), term (SIGTERM, a preemption notice), stop (SIGSTOP, "
-        "a hang; needs health.hang_timeout_s). Prints detection latency, recovery time and steps "
-        "lost, computed from events.jsonl.")
-    drill.add_argument("spec", metavar="SPEC")
-    drill.add_argument("--task", required=True, help="task to hurt, e.g. worker:1")
-    drill.add_argument("--at-step", type=int, required=True, metavar="N",
-                       help="inject the fault when the task reports step N (or later)")
-    drill.add_argument("--fault", choices=sorted(FAULT_NAMES), default="kill")
+        "drill", help="hurt a job on purpose (faults, or a drill file of scenarios); report",
+        description="Run the job of SPEC like 'run' and inject each --fault ACTION:TARGET[:TRIGGER]"
+        " once, when due: actions kill term stop crash partition corrupt-checkpoint "
+        "kill-coordinator; targets chief worker:N evaluator:0 random host:NAME all (latest for "
+        "corrupt-checkpoint, none for kill-coordinator); triggers at-step=N after=SECONDS random "
+        "(seeded). Or run every scenario of a drill file (SUITE.yaml). Writes drill.json, drill.md "
+        "and drill.png into the run directory and prints the table; exits non-zero if a fault "
+        "was never injected, a job failed, or a result differs from the baseline.")
+    drill.add_argument("spec", metavar="SPEC|SUITE")
+    drill.add_argument("--fault", action="append", metavar="FAULT",
+                       help="ACTION:TARGET[:TRIGGER], e.g. kill:worker:1:at-step=100 (repeatable)")
+    drill.add_argument("--task", help="shorthand: the task to hurt, e.g. worker:1 (with --at-step)")
+    drill.add_argument("--at-step", type=int, metavar="N",
+                       help="shorthand: inject --fault ACTION into --task at step N")
+    drill.add_argument("--seed", type=int, help="seed of random targets and triggers (default 0, "
+                       "or the drill file's)")
+    drill.add_argument("--random-horizon", type=int, metavar="N",
+                       help="random triggers draw a step in 1..N (default 100)")
+    drill.add_argument("--baseline", action="store_true",
+                       help="run the job once without faults first; every result must equal its")
+    drill.add_argument("--baseline-from", metavar="RUN_DIR",
+                       help="compare with the result of this earlier run instead")
+    drill.add_argument("--in-child", action="store_true", help=argparse.SUPPRESS)
     drill.add_argument("--checkpoint-dir", metavar="DIR",
                        help="use DIR as the chief's checkpoint directory instead of the spec's")
     _run_options(drill)
@@ -99,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "options) are masked.")
     show.add_argument("spec", metavar="SPEC")
     show.add_argument("--json", action="store_true", help="machine-readable output")
+
+    from launcher.cli.submit_verb import add_parser as add_submit
+
+    add_submit(verbs)
 
     check = verbs.add_parser("validate", help="check a spec; exit 2 listing every problem")
     check.add_argument("spec", metavar="SPEC")
@@ -112,7 +137,29 @@ def build_parser() -> argparse.ArgumentParser:
         "1 otherwise. 'run' does this by itself for specs with remote hosts.")
     ready.add_argument("spec", metavar="SPEC")
     _ssh_options(ready)
+    _browse_verbs(verbs)
     return parser
+
+
+def _browse_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``status`` and ``logs``: a run directory read back (launcher.output.browse)."""
+    where = verbs.add_parser(
+        "status", help="where a job stands, or how it ended, from its run directory",
+        description="Print from RUN_DIR alone (events.jsonl, summary.json) whether the job runs, "
+        "succeeded or failed; every attempt with its root cause, steps reached, steps lost and "
+        "recovery time; each task's step, steps/s, CPU and RSS; the slowest task, stragglers and "
+        "memory warnings. Works for a running job and for one long finished.")
+    where.add_argument("run_dir", metavar="RUN_DIR")
+    logs = verbs.add_parser(
+        "logs", help="print or follow a task's log from a run directory",
+        description="Print RUN_DIR/attempt-<N>/<type>-<index>.log of TASK (default: the chief, "
+        "or the first worker) in the latest attempt (or --attempt N). With -f, keep printing what "
+        "is added until the job ends, moving on to the next attempt's log when the job restarts "
+        "(unless --attempt is given).")
+    logs.add_argument("run_dir", metavar="RUN_DIR")
+    logs.add_argument("task", metavar="TASK", nargs="?", help="e.g. worker:1")
+    logs.add_argument("--attempt", type=int, metavar="N", help="attempt number (0-based)")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
 
 
 def _ssh_options(parser: argparse.ArgumentParser) -> None:
@@ -132,4 +179,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         "(default runs/<job>-<timestamp>)")
     parser.add_argument("--quiet", action="store_true",
                         help="do not echo task output (it still goes to the run directory)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="echo every task line, TensorFlow's start-up noise included, and "
+                        "the survivors' output after a failure (the task logs always have all)")
     _ssh_options(parser)

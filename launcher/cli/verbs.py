@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 from launcher.errors import UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from launcher.backends.early_agent import EarlyAgent
     from launcher.spec.model import ClusterSpec
 
 
@@ -31,7 +34,7 @@ def _load_for_run(args: argparse.Namespace) -> ClusterSpec:
     spec = _load(args.spec)
     if not args.checkpoint_dir:
         return spec
-    data = {**spec.model_dump(), "checkpoint": {"dir": args.checkpoint_dir}}
+    data = {**spec.model_dump(exclude_unset=True), "checkpoint": {"dir": args.checkpoint_dir}}
     return spec_from_dict(data, source=f"{args.spec} with --checkpoint-dir")
 
 
@@ -39,6 +42,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     spec = _load(args.spec)
     slots = spec.task_slots()
     hosts = {s.host for s in slots}
+    if spec.slurm is not None:
+        from launcher.spec.placement import nodes_needed
+
+        nodes = nodes_needed(spec.slurm, len(slots)) + spec.slurm.spare_nodes
+        print(f"{args.spec}: OK ({len(slots)} task(s) on {nodes} Slurm node(s))")
+        return 0
     print(f"{args.spec}: OK ({len(slots)} task(s) on {len(hosts)} host(s))")
     return 0
 
@@ -56,7 +65,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         wanted = planner.ports_to_allocate
         launch_plan = planner.plan(0, dict(zip(wanted, allocator.allocate(len(wanted)),
                                                strict=True)))
-    print(plan_json(launch_plan) if args.json else plan_text(launch_plan))
+    print(plan_json(launch_plan, spec.health) if args.json else plan_text(launch_plan, spec.health))
+    if spec.slurm is not None and not args.json:
+        from launcher.cli.slurm_run import step_lines
+
+        print("\n".join(step_lines(launch_plan)))
     return 0
 
 
@@ -65,6 +78,10 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     from launcher.preflight.view import print_report
 
     spec = _load(args.spec)
+    if spec.slurm is not None:  # every node of the allocation, as job steps
+        from launcher.cli.slurm_run import print_slurm_preflight
+
+        return print_slurm_preflight(spec)
     options = PreflightOptions(connect_timeout_s=args.connect_timeout,
                                accept_new_host_keys=args.accept_new_host_keys)
     from launcher.cli.compose import planner_for
@@ -74,32 +91,63 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _with_early_agent(verb: Callable[[argparse.Namespace, EarlyAgent], int],
+                      args: argparse.Namespace) -> int:
+    """Run ``verb`` with a local agent that starts now, while tfcluster imports and plans
+    (:mod:`launcher.backends.early_agent`); ended if no local agent took it."""
+    from launcher.backends.early_agent import EarlyAgent
+
+    early = EarlyAgent(sys.executable)
+    try:
+        return verb(args, early)
+    finally:
+        early.discard()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    return _with_early_agent(_run, args)
+
+
+def _run(args: argparse.Namespace, early: EarlyAgent) -> int:
     from launcher.cli.compose import run_job
 
-    return run_job(_load_for_run(args), args).exit_code
+    if args.resume is not None:
+        return _resume(args, early)
+    if args.spec is None:
+        raise UsageError("tfcluster run: give a SPEC, or --resume RUN_DIR to continue a run")
+    from launcher.cli.python_command import path_python_note
+
+    spec = _load_for_run(args)
+    note = path_python_note(spec)
+    return run_job(spec, args, notes=[note] if note else [], early=early).exit_code
+
+
+def _resume(args: argparse.Namespace, early: EarlyAgent) -> int:
+    """``tfcluster run --resume RUN_DIR`` (see :mod:`launcher.job.resume`)."""
+    from pathlib import Path
+
+    from launcher.cli.compose import run_job
+    from launcher.job.resume import open_resume
+
+    resumption = open_resume(Path(args.resume), given=_load_for_run(args) if args.spec else None,
+                             checkpoint_dir=args.checkpoint_dir, run_dir_flag=args.run_dir)
+    if resumption.done is not None:
+        print(f"tfcluster: {resumption.done}", file=sys.stderr)
+        return 0
+    print(f"tfcluster: {resumption.headline()}", file=sys.stderr)
+    return run_job(resumption.spec, args, resumed=resumption, early=early).exit_code
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
-    from launcher.cli.compose import run_job
-    from launcher.job import drill
-    from launcher.output.events import read_events
+    from launcher.cli.drill_verb import cmd_drill as drill
 
-    spec = _load_for_run(args)
-    if args.task not in {str(s.task) for s in spec.task_slots()}:
-        tasks = ", ".join(str(s.task) for s in spec.task_slots())
-        raise UsageError(f"tfcluster drill: no task {args.task!r} in {args.spec} (tasks: {tasks})")
-    fault = drill.Fault(task=args.task, at_step=args.at_step, signal=drill.FAULTS[args.fault])
-    outcome = run_job(spec, args, faults=drill.FaultInjector(fault))
-    if not outcome.started:  # the preflight stopped it before it started
-        return outcome.exit_code
-    for line in drill.report(read_events(outcome.run_dir / "events.jsonl")).lines():
-        print(line)
-    return outcome.exit_code
+    return drill(args, _load_for_run)
 
 
 def local_spec_data(args: argparse.Namespace) -> dict[str, Any]:
     """The spec that ``tfcluster local`` runs, as data (validated like a file would be)."""
+    from launcher.cli.python_command import python_entrypoint
+
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -110,7 +158,7 @@ def local_spec_data(args: argparse.Namespace) -> dict[str, Any]:
     elif command[0].endswith(".py"):
         entrypoint = {"script": command[0], "args": command[1:]}
     else:
-        entrypoint = {"command": command}
+        entrypoint = python_entrypoint(command) or {"command": command}
     tasks: list[dict[str, Any]] = []
     workers = args.num_tasks
     if args.chief:
@@ -132,6 +180,10 @@ def local_spec_data(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
+    return _with_early_agent(_local, args)
+
+
+def _local(args: argparse.Namespace, early: EarlyAgent) -> int:
     from launcher.cli.compose import run_job
     from launcher.spec.limits import MAX_TASKS, TASK_LIMIT_REASON
     from launcher.spec.loading import spec_from_dict
@@ -140,8 +192,44 @@ def cmd_local(args: argparse.Namespace) -> int:
         raise UsageError(f"tfcluster local: -n must be between 1 and {MAX_TASKS} "
                          f"({TASK_LIMIT_REASON})")
     spec = spec_from_dict(local_spec_data(args), source="tfcluster local")
-    return run_job(spec, args).exit_code
+    from launcher.cli.python_command import interpreter_note
+
+    note = None if args.module else interpreter_note(args.command)
+    return run_job(spec, args, notes=[note] if note else [], early=early).exit_code
 
 
-COMMANDS = {"run": cmd_run, "local": cmd_local, "plan": cmd_plan, "validate": cmd_validate,
-            "drill": cmd_drill, "preflight": cmd_preflight}
+def cmd_submit(args: argparse.Namespace) -> int:
+    from launcher.cli.submit_verb import cmd_submit as submit
+
+    return submit(args)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from launcher.output.browse import status_lines
+
+    for line in status_lines(Path(args.run_dir)):
+        print(line)
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from launcher.output.browse import follow_log, log_path, print_log
+
+    run_dir = Path(args.run_dir)
+    if not args.follow:
+        print_log(log_path(run_dir, args.task, args.attempt)[0], sys.stdout)
+        return 0
+    try:
+        follow_log(run_dir, args.task, args.attempt, sys.stdout)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+COMMANDS = {"status": cmd_status, "logs": cmd_logs,
+            "run": cmd_run, "local": cmd_local, "plan": cmd_plan, "validate": cmd_validate,
+            "drill": cmd_drill, "preflight": cmd_preflight, "submit": cmd_submit}

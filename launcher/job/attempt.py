@@ -32,6 +32,7 @@ from launcher.job.events import (
     TaskProgress,
     TaskStarted,
 )
+from launcher.job.exports import ModelExported
 from launcher.job.failure_log import FailureLog
 from launcher.job.failures import FailureKind, format_report
 from launcher.job.health import HealthIssue, HealthMonitor
@@ -39,6 +40,7 @@ from launcher.job.hooks import AttemptHooks
 from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
 from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.state import JobState
+from launcher.job.task_health import TaskHealthWatch
 from launcher.job.tasks import TaskState, TaskTable
 from launcher.output.console import Console
 from launcher.output.events import Event
@@ -76,7 +78,8 @@ class AttemptRunner:
     def __init__(self, launch_plan: LaunchPlan, *, agents: AgentSet, inbox: Inbox,
                  run_dir: RunDir, console: Console, emit: Emit,
                  phase: Callable[[JobState], None], health: HealthSpec,
-                 hooks: AttemptHooks | None = None, clock: Clock) -> None:
+                 hooks: AttemptHooks | None = None, clock: Clock,
+                 watch: TaskHealthWatch) -> None:
         self.plan = launch_plan
         self.agents = agents
         self.inbox = inbox
@@ -86,6 +89,7 @@ class AttemptRunner:
         self.warn = console.warn
         self._phase = phase
         self.hooks = hooks
+        self.watch = watch  # per-task figures, stragglers, memory, metrics
         self.clock = clock
         self.tasks = TaskTable(launch_plan.tasks)
         #: Masks secrets (the job's own secret values, credential patterns) in all it records.
@@ -150,6 +154,8 @@ class AttemptRunner:
                 wake.append(due - now)
             if self.terminate_at is not None:
                 wake.append(self.terminate_at - now)
+            if watch_health and self.hooks is not None and self.stopping_since is None:
+                wake.append(self.hooks.on_tick(self, now) - now)  # e.g. a drill's after= timer
             if now >= self.next_ping:
                 self.next_ping = now + self.plan.heartbeat_interval_s
                 self.agents.ping()
@@ -172,6 +178,7 @@ class AttemptRunner:
             self._on_agent_down(item)
         else:
             self.health.host_seen(item.host, item.received_at)
+            self.watch.observe(self.attempt, item.host, item.message, item.received_at)
             self._on_message(item.host, item.message, item.received_at)
 
     def _on_output(self, _host: str, message: Output) -> None:
@@ -280,6 +287,8 @@ class AttemptRunner:
         elif message.kind == ReportKind.PREEMPTED:
             self.emit(TaskPreempted(self.attempt, task=message.task,
                                     step=message.data.get("step")))
+        elif message.kind == ReportKind.EXPORTED:
+            self.emit(ModelExported.from_report(self.attempt, message.task, message.data))
         elif message.kind != ReportKind.READY:
             self.console.say(self.redact(f"{message.task} reported {message.kind}: {message.data}"))
 
@@ -301,7 +310,7 @@ class AttemptRunner:
             return
         if not active:
             return
-        kind = self.failures.exited(host, message, received_at)
+        kind = self.failures.exited(host, message, received_at, self.watch.oom_note(message.task))
         self._stop(f"{message.task} failed", graceful=kind is FailureKind.PREEMPTED)
 
     # --- health ------------------------------------------------------------------------------
@@ -388,4 +397,4 @@ class AttemptRunner:
             except queue.Empty:
                 break
         if self.failures:
-            self.console.error(format_report(self.failures.failures, self.plan.job))
+            self.console.failure_report(format_report(self.failures.failures, self.plan.job))

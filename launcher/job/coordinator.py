@@ -41,13 +41,16 @@ from launcher.job.events import (
 )
 from launcher.job.failures import TaskFailure, exit_code_for_signal
 from launcher.job.flock_lock import FlockLockFile
+from launcher.job.health import in_force
 from launcher.job.hooks import AttemptHooks
 from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
 from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.policy import Action, Decision, decide
 from launcher.job.preemption_notices import PreemptionNotices
+from launcher.job.resume import FRESH, StartingPoint
 from launcher.job.state import JobState, JobStateMachine
-from launcher.job.summary import job_summary
+from launcher.job.summary import job_summary, restart_from
+from launcher.job.task_health import TaskHealthWatch
 from launcher.output.console import Console
 from launcher.output.events import Event, EventLog, Listener
 from launcher.output.rundir import RunDir, RunDirError
@@ -104,7 +107,8 @@ class Coordinator:
                  *, ports: PortAllocator | None = None, checkpoint_fs: FSForHost = local_fs_only,
                  hooks: AttemptHooks | None = None, listeners: Sequence[Listener] = (),
                  clock: Clock = time.time, new_inbox: Callable[[], Inbox] | None = None,
-                 spawn: Spawn = in_thread, checkpoint_lock: LockForHost = local_lock_only) -> None:
+                 spawn: Spawn = in_thread, checkpoint_lock: LockForHost = local_lock_only,
+                 start: StartingPoint = FRESH) -> None:
         self.planner = planner
         self.spec = planner.spec
         self.run_dir = run_dir
@@ -121,10 +125,11 @@ class Coordinator:
         self.agents = AgentSet(backend, self._to_inbox, clock, spawn)
         self.machine = JobStateMachine()
         self.events: EventLog | None = None
-        self.bad_checkpoints: set[str] = set()
-        self.history: list[AttemptResult] = []
+        self.bad_checkpoints: set[str] = set(start.bad_checkpoints)
+        self.start, self.history = start, list(start.history)  # start: where --resume begins
         self._notices = PreemptionNotices()
         self._port_tasks = planner.ports_to_allocate
+        self.watch = TaskHealthWatch.for_run(self.spec.health, run_dir.path, self._emit, console.warn)
 
     # --- entry points ------------------------------------------------------------------------
 
@@ -143,7 +148,7 @@ class Coordinator:
         try:
             with self._checkpoint_dir_locked():
                 self.run_dir.create()
-                started = self.clock()
+                started = self.start.started_at or self.clock()
                 try:
                     self.events = EventLog(self.run_dir.events, self.clock)
                     for listener in self.listeners:
@@ -185,9 +190,10 @@ class Coordinator:
                 yield
 
     def _summary(self, result: JobResult, started: float) -> dict[str, Any]:
-        return job_summary(job=result.job, status=result.state.value, exit_code=result.exit_code,
-                           reason=result.reason, attempts=result.attempts,
-                           run_dir=str(self.run_dir.path), started=started)
+        return {**job_summary(job=result.job, status=result.state.value, exit_code=result.exit_code,
+                              reason=result.reason, attempts=result.attempts,
+                              run_dir=str(self.run_dir.path), started=started),
+                **self.watch.close()}  # per-task health, what was kept of the metrics
 
     def _run_dir_broke(self, exc: OSError, started: float) -> RunDirError:
         """The run directory failed mid-job; the attempt's agents were closed on the way out (every
@@ -263,15 +269,16 @@ class Coordinator:
                               tasks=[str(s.task) for s in spec.task_slots()],
                               hosts=sorted({s.host for s in spec.task_slots()})))
         history = self.history
-        resume: ResumePoint | None = None
-        attempt = 0
+        attempt = self.start.first_attempt  # after the last attempt, for tfcluster run --resume
+        resume = self.start.resume(self.planner, ports, history, self._after_failure, self._emit)
         while True:
             launch_plan = self.planner.plan(attempt, ports, resume)
             self._fresh_queue()
             result = AttemptRunner(
                 launch_plan, agents=self.agents,
                 inbox=self.queue, run_dir=self.run_dir, console=self.console, emit=self._emit,
-                phase=self._phase, health=spec.health, hooks=self.hooks, clock=self.clock).run()
+                phase=self._phase, health=in_force(spec.health, history), hooks=self.hooks,
+                clock=self.clock, watch=self.watch).run()
             self.bad_checkpoints |= result.bad_checkpoints
             result = dataclasses.replace(result, preemption_notice=self._notices.of(attempt))
             if result.status is AttemptStatus.FAILED:
@@ -290,7 +297,7 @@ class Coordinator:
                 counts_against_budget=decision.counts,
                 resume_step=None if resume is None else resume.step,
                 resume_checkpoint=None if resume is None else resume.checkpoint))
-            start = "the beginning" if resume is None else f"step {resume.step}"
+            start = restart_from(resume, launch_plan.checkpoint_dir, history)
             self.console.warn(f"restarting the job in {decision.backoff_s:.1f}s from {start}: "
                               f"{decision.reason}")
             if decision.fresh_ports or not self._ports_free(ports):

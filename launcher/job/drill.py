@@ -1,54 +1,14 @@
-"""Fault-injection drills: hurt one task on purpose, then measure how the job recovers.
-
-``tfcluster drill SPEC --task worker:1 --at-step 100 --fault kill`` runs the job like ``run`` and,
-the first time that task reports the step, sends it the fault's signal (``kill``: SIGKILL, a crash;
-``term``: SIGTERM, a preemption notice; ``stop``: SIGSTOP, a hang). The report is computed from
-``events.jsonl`` alone: detection latency, recovery time, steps lost, restarts, outcome.
-"""
+"""The one-fault drill report (detection latency, recovery time, steps lost, restarts, outcome)
+computed from ``events.jsonl`` alone, as the benchmarks read it. Drills themselves (faults,
+suites, verdicts, reports) are :mod:`launcher.drill`."""
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.job.events import FaultInjected
-from launcher.job.hooks import TaskControl
 from launcher.output.events import EventType
-
-FAULTS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "stop": signal.SIGSTOP}
-
-
-@dataclass(frozen=True)
-class Fault:
-    task: str
-    at_step: int
-    signal: signal.Signals
-    attempt: int = 0
-
-    def due(self, attempt: int, task: str, step: int) -> bool:
-        return attempt == self.attempt and task == self.task and step >= self.at_step
-
-
-class FaultInjector:
-    """The attempt hook that injects one fault, once, when it is due."""
-
-    def __init__(self, fault: Fault) -> None:
-        self.fault = fault
-        self.injected = False
-
-    def on_progress(self, control: TaskControl, task: str, step: int) -> None:
-        fault = self.fault
-        if self.injected or not fault.due(control.attempt, task, step):
-            return
-        host = control.signal_task(fault.task, fault.signal)
-        if host is None:  # its agent is not up yet: try again at the next step
-            return
-        self.injected = True
-        control.emit(FaultInjected(control.attempt, task=fault.task, host=host,
-                                   signal=fault.signal.name, step=step))
-        control.warn(f"drill: sent {fault.signal.name} to {fault.task} at step {step}")
 
 
 @dataclass(frozen=True)

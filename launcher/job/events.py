@@ -5,7 +5,7 @@ status, drills and tests read the records)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, ClassVar
 
 from launcher.job.failures import TaskFailure
@@ -17,7 +17,18 @@ class _Event:
     TYPE: ClassVar[EventType]
 
     def record(self) -> dict[str, Any]:
-        return asdict(self)
+        # not dataclasses.asdict: it deep-copies every value, and events are written at the
+        # rate tasks report (a large part of the coordinator's CPU with 64 tasks)
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` ready for JSON: nested dataclasses (alone or in a sequence) become dicts."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, list | tuple) and any(is_dataclass(item) for item in value):
+        return [_plain(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -137,6 +148,25 @@ class JobRestarting(_Event):
 
 
 @dataclass(frozen=True)
+class JobResumed(_Event):
+    """``tfcluster run --resume``: a new coordinator continues the run (see
+    :mod:`launcher.job.resume`); the earlier coordinator's loss is not counted against the budget."""
+
+    TYPE: ClassVar[EventType] = EventType.JOB_RESUMED
+    job: str
+    #: The attempt about to start (numbered after the last one in the events).
+    attempt: int
+    previous_attempt: int | None
+    #: How the earlier coordinator ended ("was lost (...)", "was stopped by SIGTERM").
+    previous_coordinator: str
+    restarts_used: int
+    max_restarts: int
+    counts_against_budget: bool
+    resume_step: int | None
+    resume_checkpoint: str | None
+
+
+@dataclass(frozen=True)
 class JobSucceeded(_Event):
     TYPE: ClassVar[EventType] = EventType.JOB_SUCCEEDED
     job: str
@@ -156,3 +186,44 @@ class JobFailed(_Event):
         return {"job": self.job, "reason": self.reason, "exit_code": self.exit_code,
                 "attempts": self.attempts,
                 "root_cause": None if self.root_cause is None else self.root_cause.to_dict()}
+
+
+@dataclass(frozen=True)
+class JobHealth(_Event):
+    """Every few seconds: per task its step, steps/s, CPU % and RSS; the slowest task and the
+    stragglers (:mod:`launcher.job.task_health`)."""
+
+    TYPE: ClassVar[EventType] = EventType.JOB_HEALTH
+    attempt: int
+    tasks: Mapping[str, Mapping[str, Any]]
+    steps_per_s: float | None
+    slowest: str | None
+    stragglers: Sequence[str]
+
+
+@dataclass(frozen=True)
+class TaskStraggling(_Event):
+    """A task's step rate stayed below ``ratio`` x the others' for the window (or, with
+    ``straggling`` false, caught up again)."""
+
+    TYPE: ClassVar[EventType] = EventType.TASK_STRAGGLING
+    attempt: int
+    task: str
+    straggling: bool
+    steps_per_s: float
+    others_steps_per_s: float
+    since: float
+    ratio: float
+    window_s: float
+
+
+@dataclass(frozen=True)
+class TaskMemoryHigh(_Event):
+    TYPE: ClassVar[EventType] = EventType.TASK_MEMORY_HIGH
+    attempt: int
+    task: str
+    host: str
+    rss_bytes: int
+    available_bytes: int | None
+    limit_bytes: int | None
+    message: str

@@ -14,7 +14,6 @@ tail. Every cut says how much was left out; the whole text is in the task's log.
 
 from __future__ import annotations
 
-import re
 import signal
 import time
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from launcher.output.noise import explains_nothing
 from launcher.plan.secrets import redact_text
 from worker.env import PREEMPTION_EXIT_CODE, TF_RESTART_EXIT_CODE
 from worker.protocol import Exited
@@ -39,11 +39,6 @@ class FailureKind(str, Enum):
     RESTORE_FAILED = "restore_failed"  # could not restore the checkpoint it was given
     STEP_MISMATCH = "step_mismatch"  # the tasks of one attempt started from different steps
 
-
-#: TensorFlow start-up lines (glog INFO/WARNING, absl's preamble, the CPU build's CUDA probe).
-_NOISE = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|All log messages before absl::InitializeLog|"
-                    r"failed call to cuInit|^To enable the following instructions|"
-                    r"^WARNING:tensorflow:|^INFO:tensorflow:")
 
 #: Exit codes that mean "saved, restart me" (a graceful preemption) unless the spec's
 #: ``restart.preemption_exit_codes`` says otherwise: TensorFlow's PreemptionCheckpointHandler
@@ -185,7 +180,7 @@ class TaskFailure:
         if self.traceback:
             chosen = last_lines(self.traceback, 2 * lines)
         else:
-            chosen = [line for line in self.stderr_tail if not _NOISE.search(line)][-lines:]
+            chosen = [line for line in self.stderr_tail if not explains_nothing(line)][-lines:]
         return [clip_line(line, EVIDENCE_LINE_CHARS) for line in chosen]
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,9 +221,10 @@ def step_mismatch(firsts: dict[str, int], attempt: int, now: float) -> TaskFailu
 
 
 def classify_exit(message: Exited, *, restore_failed: str | None, reported_steps: bool,
-                  preemption_codes: frozenset[int] = PREEMPTION_EXIT_CODES
-                  ) -> tuple[FailureKind, str | None]:
-    """What a task's unexpected exit was, and a note for the report."""
+                  preemption_codes: frozenset[int] = PREEMPTION_EXIT_CODES,
+                  oom_note: str | None = None) -> tuple[FailureKind, str | None]:
+    """What a task's unexpected exit was, and a note for the report. ``oom_note``: a SIGKILL
+    with the task's memory high is a likely out-of-memory kill (:mod:`launcher.job.memory`)."""
     if message.error:
         return FailureKind.SPAWN_FAILED, message.error
     if restore_failed:
@@ -237,6 +233,8 @@ def classify_exit(message: Exited, *, restore_failed: str | None, reported_steps
         return FailureKind.PREEMPTED, None
     if not reported_steps and is_port_conflict(message.stderr_tail, message.traceback):
         return FailureKind.PORT_CONFLICT, None
+    if message.signal == "SIGKILL" and oom_note:
+        return FailureKind.SIGNALLED, oom_note
     return (FailureKind.SIGNALLED if message.signal else FailureKind.EXITED), None
 
 
@@ -249,8 +247,10 @@ def format_report(failures: Sequence[TaskFailure], job: str) -> str:
     if cause.kind is FailureKind.PREEMPTED:  # asked for a restart: no crash to explain
         out = [f"Preempted at {stamp}: {cause.headline()}"]
     else:
-        out = [f"Root cause (first observed failure) at {stamp}: {cause.headline()}"]
-        out += [f"  | {line}" for line in cause.evidence()]
+        evidence = cause.evidence()
+        said = "; its last lines of stderr:" if evidence and not cause.traceback else ""
+        out = [f"Root cause (first observed failure) at {stamp}: {cause.headline()}{said}"]
+        out += [f"  | {line}" for line in evidence]
     others = [f for f in failures if f is not cause]
     if others:
         out.append("Then:" if cause.kind is FailureKind.PREEMPTED

@@ -6,7 +6,17 @@ from __future__ import annotations
 import signal
 from typing import Protocol
 
+from launcher.job.tasks import TaskState
 from launcher.output.events import Event
+
+
+class TaskView(Protocol):
+    @property
+    def state(self) -> TaskState: ...
+
+
+class TaskLookup(Protocol):
+    def __getitem__(self, task: str) -> TaskView: ...
 
 
 class TaskControl(Protocol):
@@ -14,6 +24,18 @@ class TaskControl(Protocol):
 
     @property
     def attempt(self) -> int: ...
+
+    @property
+    def tasks(self) -> TaskLookup:
+        """Each task's state in this attempt (a signal reaches only a running one)."""
+
+    @property
+    def started_at(self) -> float:
+        """When the attempt began starting its tasks (the attempt's clock)."""
+
+    @property
+    def first_progress_at(self) -> float | None:
+        """When a task of the attempt first reported a step, if one has."""
 
     def signal_task(self, task: str, sig: signal.Signals) -> str | None:
         """Send ``sig`` to one task; the host it runs on, or None if it cannot be reached."""
@@ -27,3 +49,7 @@ class AttemptHooks(Protocol):
     """Called by the attempt as it runs (a drill's fault injector is one)."""
 
     def on_progress(self, control: TaskControl, task: str, step: int) -> None: ...
+
+    def on_tick(self, control: TaskControl, now: float) -> float:
+        """Called each time the running attempt's loop wakes (``now`` on its clock); returns when
+        the hook next wants to be called (``math.inf`` for "only when something happens")."""

@@ -1,6 +1,13 @@
 """What the user sees: task output with a ``[worker:1]`` prefix (coloured on a TTY) and
 tfcluster's own messages on stderr, prefixed ``tfcluster:``. On a terminal, :meth:`Console.live`
-keeps a status table drawn under the output (rich)."""
+keeps a status table drawn under the output (rich).
+
+What is shown of the task output is calmer than the task logs, which keep every line: unless
+``verbose``, TensorFlow's known start-up noise is left out (:mod:`launcher.output.noise`); a line
+is cut at :data:`MAX_LINE_CHARS` (the cut said); and with ``hold_s`` > 0 lines are held back that
+long so that, once a task fails, what the others print while tfcluster stops them goes to their
+logs only (:mod:`launcher.output.held`, :mod:`launcher.output.calm`): the console then says one
+line per survivor (:meth:`Console.failure_report`)."""
 
 from __future__ import annotations
 
@@ -8,9 +15,13 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, TextIO, cast
 
+from launcher.output.calm import CalmStop
+from launcher.output.events import EventType
+from launcher.output.held import HeldLines
+from launcher.output.noise import hidden_by_default
 from launcher.output.terminal import StreamWriter, WriterFile
 
 _COLOURS = ("36", "33", "35", "32", "34", "91", "96", "93", "95", "92")
@@ -18,6 +29,10 @@ _RICH_COLOURS = ("cyan", "yellow", "magenta", "green", "blue", "bright_red", "br
                  "bright_yellow", "bright_magenta", "bright_green")
 _LEVELS = {"say": ("1", "bold"), "warn": ("33", "yellow"), "error": ("31", "red")}
 _RESET = "\033[0m"
+#: A task line longer than this is cut on the console (the task log keeps it whole).
+MAX_LINE_CHARS = 1000
+#: How long ``tfcluster run`` holds task output back (see :mod:`launcher.output.held`).
+HOLD_S = 0.5
 
 
 def _wants_colour(stream: TextIO) -> bool:
@@ -36,16 +51,44 @@ def _colour_index(task: str) -> int:
 
 class Console:
     def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
-                 colour: bool | None = None, show_task_output: bool = True) -> None:
+                 colour: bool | None = None, show_task_output: bool = True,
+                 *, verbose: bool = False, hold_s: float = 0.0,
+                 at_job_start: Sequence[str] = ()) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self._out = StreamWriter(self.out)
         self._err = StreamWriter(self.err)
         self.colour = _wants_colour(self.out) if colour is None else colour
         self.show_task_output = show_task_output
+        self.verbose = verbose
+        #: Task lines left out as TensorFlow noise (they are in the task logs).
+        self.noise_lines = 0
         self._lock = threading.Lock()
+        self._held = HeldLines(self._show_task_line, hold_s)
+        self.calm = CalmStop(self._held, mute=not verbose)
+        self._at_job_start = list(at_job_start)
         self._width = 0
         self._rich: Any = None  # a rich Console while a live status is shown
+
+    def on_event(self, record: dict[str, Any]) -> None:
+        """An event listener: says the ``at_job_start`` lines once the job started, mutes task
+        output once a task failed (:mod:`launcher.output.calm`), and says how much TF noise was
+        left out when the job ends (before its last line)."""
+        kind = record.get("event")
+        if kind == EventType.JOB_STARTED.value:
+            for text in self._at_job_start:
+                self.say(text)
+            self._at_job_start.clear()
+        elif kind in (EventType.JOB_SUCCEEDED.value, EventType.JOB_FAILED.value):
+            self._say_noise()
+        self.calm.on_event(record)
+
+    def _say_noise(self) -> None:
+        with self._lock:
+            count, self.noise_lines = self.noise_lines, 0
+        if count:
+            self.say(f"{count} line(s) of known TensorFlow noise not shown (they are in the task "
+                     "logs; --verbose shows them)")
 
     @property
     def interactive(self) -> bool:
@@ -58,6 +101,23 @@ class Console:
     def task_line(self, task: str, line: str) -> None:
         if not self.show_task_output:
             return
+        if not self.verbose and hidden_by_default(line):
+            with self._lock:
+                self.noise_lines += 1
+            return
+        if len(line) > MAX_LINE_CHARS:
+            line = (f"{line[:MAX_LINE_CHARS]}\u2026 [{len(line) - MAX_LINE_CHARS} more "
+                    "characters in the task log]")
+        self._held.add(task, line)
+
+    def failure_report(self, report: str) -> None:
+        """An attempt's failure report (root cause first), then one line per task tfcluster
+        stopped after the failure (how it ended, where its log is); task output is shown again."""
+        self.error(report)
+        for line in self.calm.survivor_lines():
+            self.warn(line)
+
+    def _show_task_line(self, task: str, line: str) -> None:
         with self._lock:
             label = self._label(task)
             if self._rich is not None:
@@ -82,6 +142,7 @@ class Console:
 
     def _write_err(self, text: str, level: str) -> None:
         code, style = _LEVELS[level]
+        self._held.release()  # task lines that came first are shown first
         with self._lock:
             if self._rich is not None:
                 from rich.text import Text
@@ -100,7 +161,10 @@ class Console:
         return self._out.dropped
 
     def close(self) -> None:
-        """Write out what is still queued (bounded wait for a slow reader). Safe to repeat."""
+        """Say how much TF noise was left out, write out what is still queued (bounded wait for
+        a slow reader). Safe to repeat."""
+        self._held.close()
+        self._say_noise()
         self._out.close()
         self._err.close()
 

@@ -29,8 +29,14 @@ class EventType(str, Enum):
     FAULT_INJECTED = "fault_injected"
     JOB_STOPPING = "job_stopping"
     JOB_RESTARTING = "job_restarting"
+    JOB_RESUMED = "job_resumed"
     JOB_SUCCEEDED = "job_succeeded"
     JOB_FAILED = "job_failed"
+    JOB_HEALTH = "job_health"
+    TASK_STRAGGLING = "task_straggling"
+    TASK_MEMORY_HIGH = "task_memory_high"
+    MODEL_EXPORTED = "model_exported"
+    SLURM_ATTEMPT = "slurm_attempt"
 
 
 class Event(Protocol):

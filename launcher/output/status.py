@@ -1,8 +1,11 @@
 """Live status of the job, built from the event stream alone.
 
 On a terminal a rich table redraws in place under the task output: per task its host, state,
-step, steps/s and restarts. Elsewhere (CI logs, files) the same facts come as plain lines: one per
-state change, and a progress line every ``PLAIN_PROGRESS_INTERVAL_S``.
+step, steps/s, CPU %, RSS, restarts and a note (straggler, memory high); the title names the slowest
+task. Elsewhere (CI logs, files) the same facts come as plain lines: one per state change, and a
+progress line every ``PLAIN_PROGRESS_INTERVAL_S``. CPU and RSS come from the ``job_health`` events
+(:mod:`launcher.job.task_health`); a new attempt clears every task's step and figures, so nothing of
+the attempt before is shown as if it were current.
 """
 
 from __future__ import annotations
@@ -27,6 +30,20 @@ class TaskRow:
     step: int | None = None
     restarts: int = 0
     samples: list[tuple[float, int]] = field(default_factory=list)
+    cpu_percent: float | None = None
+    rss_bytes: int | None = None
+    straggling: bool = False
+    memory_high: bool = False
+
+    def new_attempt(self, attempt: int) -> None:
+        self.state, self.restarts, self.samples, self.step = "starting", attempt, [], None
+        self.cpu_percent = self.rss_bytes = None
+        self.straggling = self.memory_high = False
+
+    @property
+    def note(self) -> str:
+        return ", ".join(n for n, on in (("straggler", self.straggling),
+                                          ("memory high", self.memory_high)) if on)
 
     def record(self, ts: float, step: int) -> None:
         self.step = step
@@ -49,6 +66,7 @@ class StatusBoard:
         self.rows: dict[str, TaskRow] = {}
         self.attempt = 0
         self.job_state = "starting"
+        self.slowest: str | None = None
 
     def row(self, task: str) -> TaskRow:
         if task not in self.rows:
@@ -64,8 +82,9 @@ class StatusBoard:
         elif kind == EventType.ATTEMPT_STARTED:
             self.attempt = int(event["attempt"])
             self.job_state = "running"
+            self.slowest = None
             for row in self.rows.values():
-                row.state, row.restarts, row.samples = "starting", self.attempt, []
+                row.new_attempt(self.attempt)
         elif kind == EventType.TASK_STARTED and task:
             self.row(task).host = str(event.get("host", "-"))
             self.row(task).state = "running"
@@ -75,9 +94,22 @@ class StatusBoard:
             self.row(task).state = "stopped" if event.get("stopped") else "done"
         elif kind == EventType.TASK_FAILED and task in self.rows:
             self.row(task).state = f"failed ({event.get('kind')})"
+        elif kind == EventType.JOB_HEALTH and int(event.get("attempt", 0)) == self.attempt:
+            self._health(event)
+        elif kind == EventType.TASK_STRAGGLING and task in self.rows:
+            self.row(task).straggling = bool(event.get("straggling"))
+        elif kind == EventType.TASK_MEMORY_HIGH and task in self.rows:
+            self.row(task).memory_high = True
         elif kind in (EventType.JOB_STOPPING, EventType.JOB_RESTARTING, EventType.JOB_SUCCEEDED,
                       EventType.JOB_FAILED):
             self.job_state = kind.removeprefix("job_")
+
+    def _health(self, event: dict[str, Any]) -> None:
+        self.slowest = event.get("slowest")
+        for name, figures in (event.get("tasks") or {}).items():
+            row = self.row(name)
+            row.cpu_percent = figures.get("cpu_percent")
+            row.rss_bytes = figures.get("rss_bytes")
 
     def ordered(self) -> list[TaskRow]:
         """Chief, workers by index (worker:2 before worker:10), evaluator."""
@@ -92,15 +124,19 @@ class StatusBoard:
     def table(self) -> Any:
         from rich.table import Table
 
-        table = Table(title=f"attempt {self.attempt} — {self.job_state}", title_justify="left",
-                      expand=False)
-        for column in ("task", "host", "state", "step", "steps/s", "restarts"):
-            table.add_column(column, justify="right" if column in ("step", "steps/s",
-                                                                    "restarts") else "left")
+        slowest = "" if self.slowest is None else f" — slowest {self.slowest}"
+        table = Table(title=f"attempt {self.attempt} — {self.job_state}{slowest}",
+                      title_justify="left", expand=False)
+        for column in ("task", "host", "state", "step", "steps/s", "cpu %", "rss", "restarts",
+                       "note"):
+            table.add_column(column, justify="left" if column in ("task", "host", "state", "note")
+                             else "right")
         for row in self.ordered():
             rate = row.rate
             table.add_row(row.task, row.host, row.state, "-" if row.step is None else str(row.step),
-                          "-" if rate is None else f"{rate:.1f}", str(row.restarts))
+                          "-" if rate is None else f"{rate:.1f}",
+                          "-" if row.cpu_percent is None else f"{row.cpu_percent:.0f}",
+                          _size(row.rss_bytes), str(row.restarts), row.note)
         return table
 
     def progress_line(self) -> str:
@@ -108,8 +144,16 @@ class StatusBoard:
         for row in self.ordered():
             rate = row.rate
             parts.append(f"{row.task} {row.state} step {'-' if row.step is None else row.step}"
-                         + ("" if rate is None else f" ({rate:.1f}/s)"))
-        return f"attempt {self.attempt}: " + ", ".join(parts)
+                         + ("" if rate is None else f" ({rate:.1f}/s)")
+                         + (f" [{row.note}]" if row.note else ""))
+        slowest = "" if self.slowest is None else f"; slowest {self.slowest}"
+        return f"attempt {self.attempt}: " + ", ".join(parts) + slowest
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "-"
+    return f"{size / 2**30:.1f}G" if size >= 2**30 else f"{size / 2**20:.0f}M"
 
 
 class PlainStatus:

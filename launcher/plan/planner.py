@@ -10,12 +10,13 @@ import hashlib
 import os
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from launcher.errors import TfclusterError
 from launcher.layout import AGENTS_DIR, PROCESS_TABLE_SUFFIX, REMOTE_AGENTS_DIR
 from launcher.netaddr import format_address
+from launcher.plan.devices import device_env, gpu_slices
 from launcher.spec.model import ClusterSpec
 from launcher.spec.rules import TaskSlot
 from worker import env
@@ -67,6 +68,7 @@ class HostPlan:
     ssh_port: int = 22
     identity_file: str | None = None
     known_hosts: str | None = None
+    gpus_needed: int = 0  # GPUs the host must have: its tasks' CUDA_VISIBLE_DEVICES slices
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,7 @@ def plan(
     cluster = build_cluster({s.task: address(s) for s in slots if needs_port(s)})
     checkpoint_dir = _checkpoint_dir(spec, slots, base_dir)
     base_env = {"PYTHONUNBUFFERED": "1", **spec.env}
+    slices = gpu_slices(spec)
     host_tasks: dict[str, list[TaskPlan]] = {}
     for slot in slots:
         local = spec.is_local(slot.host)
@@ -239,6 +242,7 @@ def plan(
             env.ATTEMPT: str(attempt),
             env.RUN_DIR: run_dir,
             env.GRACE_PERIOD_S: repr(spec.health.grace_period_s),
+            **device_env(slices, slot.task),
         }
         if checkpoint_dir is not None:
             task_env[env.CHECKPOINT_DIR] = checkpoint_dir
@@ -250,7 +254,8 @@ def plan(
         host_tasks.setdefault(slot.host, []).append(TaskPlan(
             task=slot.task, host=slot.host, port=port_of[slot.task], tf_config=tf_config,
             argv=entrypoint_argv(spec, python), env=task_env, cwd=cwd))
-    hosts = tuple(_host_plan(spec, name, tuple(tasks), local_python)
+    hosts = tuple(replace(_host_plan(spec, name, tuple(tasks), local_python),
+                          gpus_needed=sum(len(slices.get(t.task, ())) for t in tasks))
                   for name, tasks in host_tasks.items())
     return LaunchPlan(job=spec.name, attempt=attempt, run_dir=run_dir,
                       checkpoint_dir=checkpoint_dir, resume=resume, hosts=hosts,

@@ -3,7 +3,8 @@
 Secrets are masked in both (env values, credentials in URLs and options of argv words:
 :mod:`launcher.plan.secrets`); the text form also shows control characters escaped (``\\n``,
 ``\\x1b``, ``\\u202e``), so no value can break a line, recolour the terminal or reorder what is
-shown. TF_CONFIG is shown as it is: it holds addresses only."""
+shown. TF_CONFIG is shown as it is: it holds addresses only. Given the spec's health settings,
+both also say which deadlines are in force (:func:`deadlines`)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,38 @@ from typing import Any
 
 from launcher.plan.planner import LaunchPlan
 from launcher.plan.secrets import masked, redact_argv
+from launcher.spec.model import HealthSpec
 from worker import env
 
 _SHOWN_APART = {env.TF_CONFIG}
 
 
-def plan_json(launch_plan: LaunchPlan) -> str:
+def deadlines(health: HealthSpec) -> dict[str, str]:
+    """Which health deadlines are in force, in words: a deadline a script never opted into does
+    not kill it (the start-up one unless set or once an attempt reported steps; the hang one from
+    a task's first step report on)."""
+    startup, hang = health.startup_timeout_s, health.hang_timeout_s
+    if "startup_timeout_s" not in health.model_fields_set:
+        start = (f"{startup:g}s, only once an attempt of this job has reported steps "
+                 "(worker.report); set health.startup_timeout_s to enforce it from the start"
+                 if startup is not None else "off")
+    elif startup is None:
+        start = "off (health.startup_timeout_s: null)"
+    else:
+        start = f"a task with no step report {startup:g}s after it started fails"
+    return {
+        "startup": start,
+        "hang": "off (health.hang_timeout_s: null)" if hang is None else
+                f"{hang:g}s without a new step, counted from a task's first step report "
+                "(a script that never calls worker.report is never hung)",
+        "lost_host": f"an agent silent for {health.heartbeat_timeout_s:g}s",
+    }
+
+
+def plan_json(launch_plan: LaunchPlan, health: HealthSpec | None = None) -> str:
     data: dict[str, Any] = launch_plan.to_dict()
+    if health is not None:
+        data["deadlines"] = deadlines(health)
     for task in data["tasks"]:
         tf_config = task["env"].get(env.TF_CONFIG)
         task["env"] = masked(task["env"])
@@ -36,7 +62,7 @@ def shown(text: str) -> str:
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
-def plan_text(launch_plan: LaunchPlan) -> str:
+def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None) -> str:
     tasks = launch_plan.tasks
     lines = [
         f"job {launch_plan.job}: attempt {launch_plan.attempt}, {len(tasks)} task(s) on "
@@ -47,6 +73,9 @@ def plan_text(launch_plan: LaunchPlan) -> str:
     if launch_plan.resume is not None:
         lines.append(f"resume: {shown(launch_plan.resume.checkpoint)} "
                      f"(step {launch_plan.resume.step})")
+    if health is not None:
+        lines += [f"deadline {name.replace('_', ' ')}: {text}"
+                  for name, text in deadlines(health).items()]
     for host in launch_plan.hosts:
         where = "local" if host.local else f"ssh {host.user + '@' if host.user else ''}" \
                                            f"{host.address}:{host.ssh_port}"

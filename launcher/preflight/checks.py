@@ -22,6 +22,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from launcher.plan.planner import HostPlan
+from launcher.preflight.gpus import GPU_PROBE, check_gpus
 from launcher.preflight.report import HostReport, HostWork
 from launcher.ssh.errors import SshError
 
@@ -74,6 +75,7 @@ for text in sys.argv[1:]:
         finally:
             sock.close()
 out["busy_ports"] = busy
+""" + GPU_PROBE + """
 print("TFCLUSTER-PREFLIGHT " + json.dumps(out))
 """
 
@@ -215,6 +217,7 @@ def read_probe(report: HostReport, work: HostWork, workdir: str, *, status: int,
         report.fail("ports in use: " + ", ".join(f"{p} ({e})" for p, e in sorted(busy.items())))
     else:
         report.ports = f"ok ({len(work.ports)})"
+    check_gpus(report, work.host, found)
 
 
 def _checkpoint_cell(report: HostReport, problem: str | None) -> None:

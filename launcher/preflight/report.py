@@ -21,6 +21,7 @@ class HostReport:
     tensorflow: str = "-"
     ports: str = "-"
     checkpoint: str = "-"
+    gpus: str = "-"
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)

@@ -13,7 +13,7 @@ from typing import TextIO
 from launcher.preflight.report import HostReport, PreflightReport
 
 HEADERS = ("HOST", "SSH TARGET", "CONNECT", "PYTHON", "WORKER", "TENSORFLOW", "PORTS",
-           "CHECKPOINT", "RESULT")
+           "CHECKPOINT", "GPUS", "RESULT")
 
 
 def result_cell(report: HostReport) -> str:
@@ -26,7 +26,7 @@ def result_cell(report: HostReport) -> str:
 
 def rows(report: PreflightReport) -> list[tuple[str, ...]]:
     return [(h.host, h.target, h.connect, h.python, h.worker, h.tensorflow, h.ports,
-             h.checkpoint, result_cell(h)) for h in report.hosts]
+             h.checkpoint, h.gpus, result_cell(h)) for h in report.hosts]
 
 
 def summary_line(report: PreflightReport) -> str:

@@ -44,6 +44,8 @@ from launcher.spec.limits import (
     show_number,
     show_text,
 )
+from launcher.spec.placement import SlurmPlacement, placement_problems
+from launcher.spec.resources import ResourcesSpec, resource_problems
 from launcher.spec.rules import (
     SINGLETON_LIMITS,
     TaskSlot,
@@ -262,8 +264,8 @@ class HealthSpec(BaseModel):
 
     model_config = _FROZEN
 
-    #: A task that reports no training step this long after it started is stuck at start-up;
-    #: null turns the check off (for scripts that never call ``worker.report``).
+    #: No training step this long after a task started: stuck. Enforced when set in the spec,
+    #: or (the default) once an earlier attempt of the job reported steps; null: never.
     startup_timeout_s: Seconds | None = 300.0
     #: A task that reported steps but no new one for this long is hung; null turns it off.
     hang_timeout_s: Seconds | None = 120.0
@@ -276,6 +278,14 @@ class HealthSpec(BaseModel):
     heartbeat_interval_s: Annotated[Seconds, AfterValidator(check_heartbeat_interval)] = 1.0
     #: An agent that sends nothing (not even a heartbeat) this long is a lost host.
     heartbeat_timeout_s: Seconds = 15.0
+    #: A task whose steps/s stay below this fraction of the others' median for
+    #: ``straggler_window_s`` is flagged as a straggler (event ``task_straggling``).
+    straggler_ratio: Annotated[float, Field(strict=False, gt=0, lt=1, allow_inf_nan=False)] = 0.5
+    straggler_window_s: Seconds = 30.0
+    #: Warn (event ``task_memory_high``) when a task's RSS passes this fraction of its memory
+    #: limit: ``memory_limit_mib``, or by default its RSS plus what its host still has available.
+    memory_warn_ratio: Annotated[float, Field(strict=False, gt=0, le=1, allow_inf_nan=False)] = 0.9
+    memory_limit_mib: Annotated[int, Field(strict=True, ge=1)] | None = None
 
     @model_validator(mode="after")
     def _heartbeat_order(self) -> HealthSpec:
@@ -302,6 +312,9 @@ class ClusterSpec(BaseModel):
     tasks: Annotated[list[TaskGroupSpec], Field(min_length=1)]
     restart: RestartSpec = RestartSpec()
     health: HealthSpec = HealthSpec()
+    #: Place the tasks on a Slurm allocation's nodes instead of on named hosts.
+    slurm: SlurmPlacement | None = None
+    resources: ResourcesSpec | None = None  # GPUs per task (launcher.spec.resources)
 
     @field_validator("name")
     @classmethod
@@ -324,10 +337,16 @@ class ClusterSpec(BaseModel):
 
     @model_validator(mode="after")
     def _cluster_rules(self) -> ClusterSpec:
+        if self.slurm is not None and (placed := list(
+                placement_problems(self.slurm, self.tasks, list(self.hosts)))):
+            raise FieldProblems(placed)
         problems = sorted(cluster_problems(list(enumerate(self.tasks)), self.hosts, complete=True),
                           key=lambda p: path_order(p.path))
         if problems:
             raise FieldProblems([(p.path, p.message) for p in problems])
+        if self.resources is not None and (short := list(resource_problems(
+                self.resources, [s.host for s in self.task_slots()], self.env))):
+            raise FieldProblems(short)
         words = [*(self.entrypoint.command or ()), *self.entrypoint.args]
         tf_config = tf_config_size(list(enumerate(self.tasks)), self.hosts)
         too_big = exec_size_problem(exec_size(words, self.env, tf_config))

@@ -94,7 +94,7 @@ def test_the_plain_table_is_aligned_with_details_under_it() -> None:
     text = render_text(PreflightReport((good, bad), 1.25))
     lines = text.splitlines()
     assert lines[0].split() == ["HOST", "SSH", "TARGET", "CONNECT", "PYTHON", "WORKER",
-                                "TENSORFLOW", "PORTS", "CHECKPOINT", "RESULT"]
+                                "TENSORFLOW", "PORTS", "CHECKPOINT", "GPUS", "RESULT"]
     assert lines[1].index("me@a:22") == lines[2].index("me@b:2222") == lines[0].index("SSH")
     assert lines[2].endswith("FAIL: unreachable: b:2222: refused")
     assert "b: cannot connect to b:2222 (check the port)" in lines

@@ -1,13 +1,12 @@
-"""Drill reports computed from scripted ``events.jsonl`` contents, and when a fault is due."""
+"""The one-fault drill report (as the benchmarks read it) from scripted ``events.jsonl`` contents."""
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 import pytest
 
-from launcher.job.drill import FAULTS, Fault, report
+from launcher.job.drill import report
 
 Event = dict[str, Any]
 
@@ -164,31 +163,3 @@ def test_outcome(ends: list[str], outcome: str) -> None:
     result = report(events)
     assert result.outcome == outcome
     assert f"  outcome         {outcome}" in result.lines()
-
-
-FAULT = Fault(task="worker:1", at_step=100, signal=signal.SIGKILL)
-
-
-@pytest.mark.parametrize(("attempt", "task", "step", "due"), [
-    (0, "worker:1", 100, True),
-    (0, "worker:1", 101, True),  # reports are throttled: the first report at or after the step
-    (0, "worker:1", 99, False),
-    (0, "worker:0", 100, False),
-    (0, "chief:0", 500, False),
-    (1, "worker:1", 100, False),  # only in the attempt it was meant for
-])
-def test_fault_due(attempt: int, task: str, step: int, due: bool) -> None:
-    assert FAULT.due(attempt, task, step) is due
-
-
-def test_fault_in_a_chosen_attempt() -> None:
-    later = Fault(task="chief:0", at_step=5, signal=signal.SIGTERM, attempt=2)
-    assert later.due(2, "chief:0", 5)
-    assert not later.due(0, "chief:0", 5)
-
-
-@pytest.mark.parametrize(("name", "signum"), [
-    ("kill", signal.SIGKILL), ("term", signal.SIGTERM), ("stop", signal.SIGSTOP),
-])
-def test_fault_names(name: str, signum: signal.Signals) -> None:
-    assert FAULTS[name] is signum

@@ -200,3 +200,40 @@ def test_check_orders_issues_longest_standing_first() -> None:
     assert found(issues) == [(STARTUP, "worker:1"), (LOST, "node-b"), (HUNG, "chief:0"),
                              (HUNG, "worker:0")]
     assert [i.since for i in issues] == [2.0, 5.0, 7.0, 10.0]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_what_check_finds_is_what_a_scan_of_every_deadline_finds(seed: int) -> None:
+    """The monitor looks at its deadlines only when the earliest may have passed: on random
+    feeds (tasks starting, stepping, ending; hosts seen and gone; checks in between) it finds
+    exactly the issues that a scan of all of them does, and wakes the loop in time for the next."""
+    import random
+
+    rng = random.Random(seed)
+    health = spec(startup=rng.choice([None, 5.0, 30.0]), hang=rng.choice([None, 2.0, 60.0]),
+                  heartbeat=rng.choice([3.0, 15.0]))
+    watched = HealthMonitor(health, now=0.0)
+    now = 0.0
+    for _ in range(200):
+        now += rng.expovariate(1.0)
+        action = rng.random()
+        task, host = f"worker:{rng.randrange(4)}", f"h{rng.randrange(2)}"
+        if action < 0.15:
+            watched.task_started(task, host, now=now)
+        elif action < 0.55:
+            watched.progress(task, rng.randrange(1000), now=now)
+        elif action < 0.6:
+            watched.task_done(task)
+        elif action < 0.8:
+            watched.host_seen(host, now=now)
+        elif action < 0.83:
+            watched.host_gone(host)
+        deadlines = watched._deadlines()
+        expected = sorted((i for d, i in deadlines if d <= now), key=lambda i: i.since)
+        assert watched.check(now) == expected
+        upcoming = min((d for d, _ in deadlines), default=None)
+        found = watched.next_deadline()
+        # never later than the next deadline (it may name a time before it, or one after a
+        # deadline that went away: the loop then wakes once for nothing), never in the past
+        assert upcoming is None or (found is not None and found <= upcoming)
+        assert found is None or found > now or (upcoming is not None and upcoming <= now)

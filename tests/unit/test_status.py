@@ -147,16 +147,20 @@ def test_table() -> None:
     assert text.splitlines()[0].strip() == "attempt 0 — running"
     header = next(line for line in text.splitlines() if "task" in line and "host" in line)
     assert [c.strip() for c in re.split(r"[│┃|]", header)[1:-1]] == [
-        "task", "host", "state", "step", "steps/s", "restarts"]
-    assert cells(text, "chief:0") == ["chief:0", "node-a", "running", "30", "10.0", "0"]
-    assert cells(text, "worker:0") == ["worker:0", "node-b", "failed (exited)", "-", "-", "0"]
-    assert cells(text, "worker:1") == ["worker:1", "node-b", "running", "-", "-", "0"]
+        "task", "host", "state", "step", "steps/s", "cpu %", "rss", "restarts", "note"]
+    assert cells(text, "chief:0") == ["chief:0", "node-a", "running", "30", "10.0", "-", "-", "0",
+                                      ""]
+    assert cells(text, "worker:0") == ["worker:0", "node-b", "failed (exited)", "-", "-", "-", "-",
+                                       "0", ""]
+    assert cells(text, "worker:1") == ["worker:1", "node-b", "running", "-", "-", "-", "-", "0", ""]
 
 
 def test_table_after_a_restart() -> None:
     text = render(board_after(*running_job(), ev("attempt_started", attempt=2)))
     assert text.splitlines()[0].strip() == "attempt 2 — running"
-    assert cells(text, "worker:0")[2:] == ["starting", "-", "-", "2"]
+    assert cells(text, "worker:0")[2:] == ["starting", "-", "-", "-", "-", "2", ""]
+    # the chief reached step 30 in attempt 0: attempt 2 has no step yet, and says so
+    assert cells(text, "chief:0")[2:] == ["starting", "-", "-", "-", "-", "2", ""]
 
 
 def test_progress_line() -> None:

@@ -1,0 +1,107 @@
+"""What each injected fault cost, computed from ``events.jsonl`` alone.
+
+Per fault: when it was detected (the first task failure observed after it: its ``observed_at``),
+how long the teardown took (detection to the restart), recovery (fault to the first step of the
+next attempt), and steps lost (the last step reached before the fault minus the step the next
+attempt resumed from). Per run: restarts and outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from launcher.output.events import EventType
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FaultFigures:
+    fault: str
+    action: str
+    tasks: tuple[str, ...]
+    attempt: int
+    injected_at: float
+    step: int  # the last step every task had reached before the fault
+    detail: str
+    detected_as: str | None
+    detection_s: float | None
+    teardown_s: float | None
+    recovery_s: float | None
+    resume_step: int | None
+    steps_lost: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    faults: tuple[FaultFigures, ...]
+    restarts: int
+    outcome: str  # succeeded | failed | unfinished
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"faults": [f.to_dict() for f in self.faults], "restarts": self.restarts,
+                "outcome": self.outcome}
+
+
+def _first(events: Sequence[Record], kind: str, after: float, **match: Any) -> Record | None:
+    return next((e for e in events if e["event"] == kind and e["ts"] >= after
+                 and all(e.get(k) == v for k, v in match.items())), None)
+
+
+def _observed(failure: Record) -> float:
+    return float(failure.get("observed_at") or failure["ts"])
+
+
+def fault_figures(events: Sequence[Record], injected: Record) -> FaultFigures:
+    """The figures of one ``fault_injected`` record (or one a drill wrote for a fault it applied
+    from outside the job, such as ``kill-coordinator``) among ``events``."""
+    ts = float(injected["ts"])
+    attempt = int(injected.get("attempt", 0))
+    detected = next((e for e in events if e["event"] == EventType.TASK_FAILED
+                     and _observed(e) >= ts), None)
+    detected_at = None if detected is None else _observed(detected)
+    resumed = next((e for e in events if e["event"] == EventType.TASK_PROGRESS and e.get("first")
+                    and e["ts"] > ts and int(e["attempt"]) > attempt), None)
+    started = next((e for e in events if e["event"] == EventType.ATTEMPT_STARTED
+                    and e["ts"] > ts and int(e["attempt"]) > attempt), None)
+    resume_step = None if started is None else int(started.get("resume_step") or 0)
+    restarting = _first(events, EventType.JOB_RESTARTING, ts)
+    teardown = None
+    if detected_at is not None and restarting is not None:
+        teardown = float(restarting["ts"]) - detected_at
+    step = int(injected.get("step") or 0)
+    return FaultFigures(
+        fault=str(injected.get("fault", f"{injected.get('signal')}:{injected.get('task')}")),
+        action=str(injected.get("action", "")),
+        tasks=tuple(t for t in injected.get("tasks") or [injected.get("task", "")] if t),
+        attempt=attempt, injected_at=ts, step=step, detail=str(injected.get("detail", "")),
+        detected_as=None if detected is None else f"{detected.get('kind')} ({detected['task']})",
+        detection_s=None if detected_at is None else detected_at - ts,
+        teardown_s=teardown,
+        recovery_s=None if resumed is None else float(resumed["ts"]) - ts,
+        resume_step=resume_step,
+        steps_lost=None if resume_step is None else max(0, step - resume_step))
+
+
+def run_figures(events: Sequence[Record], extra: Sequence[Record] = ()) -> RunFigures:
+    """Every fault's figures (``extra``: faults recorded outside ``events``), in order."""
+    injected = sorted([e for e in events if e["event"] == EventType.FAULT_INJECTED] + list(extra),
+                      key=lambda e: float(e["ts"]))
+    restarts = sum(1 for e in events if e["event"] == EventType.JOB_RESTARTING)
+    final = next((e["event"] for e in reversed(events)
+                  if e["event"] in (EventType.JOB_SUCCEEDED, EventType.JOB_FAILED)), "unfinished")
+    return RunFigures(tuple(fault_figures(events, e) for e in injected), restarts,
+                      str(final).removeprefix("job_"))
+
+
+def last_step_before(events: Sequence[Record], ts: float) -> int:
+    """The highest step reported before ``ts`` (for faults applied from outside the job, which
+    see only ``events.jsonl``: progress is written there at most once a second per task, so the
+    freshest report is the best estimate of where the job was)."""
+    return max((int(e["step"]) for e in events
+                if e["event"] == EventType.TASK_PROGRESS and e["ts"] <= ts), default=0)

@@ -1,0 +1,193 @@
+"""The attempt hook that injects a drill's faults, each once, when it becomes due.
+
+Faults are first *resolved* with the drill's seed (:func:`resolve`): a ``random`` target becomes
+one task, a ``random`` trigger a step, ``host:NAME`` / ``all`` the tasks they name. The
+:class:`FaultInjector` then watches the attempt (every progress report, and a timer for ``after=``)
+and fires each due fault, writing one ``fault_injected`` event with the fault as written, what it
+resolved to, and the last step reached before it (which steps lost are measured from).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from launcher.drill.corrupt import corrupt_latest
+from launcher.drill.faults import Action, Fault, TargetKind, TriggerKind
+from launcher.errors import TfclusterError
+from launcher.job.events import FaultInjected
+from launcher.job.hooks import TaskControl
+from launcher.job.tasks import TaskState
+
+#: ``random`` triggers draw a step in 1..this when the caller knows no better horizon.
+DEFAULT_RANDOM_HORIZON = 100
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One fault as it will be injected: the tasks it hurts and when."""
+
+    fault: Fault
+    tasks: tuple[str, ...]
+    host: str | None = None  # partition: the host cut off
+    at_step: int | None = None
+    after_s: float | None = None
+
+    @property
+    def trigger(self) -> str:
+        return f"at-step={self.at_step}" if self.at_step is not None else f"after={self.after_s:g}"
+
+
+def resolve(faults: Sequence[Fault], task_hosts: Mapping[str, str], seed: int,
+            horizon_steps: int = DEFAULT_RANDOM_HORIZON) -> list[Planned]:
+    """Each fault with its random choices made (the same for the same seed and spec)."""
+    rng = random.Random(seed)
+    tasks = list(task_hosts)
+    planned = []
+    for fault in faults:
+        target = fault.target
+        host = None
+        if target.kind is TargetKind.TASK:
+            chosen: tuple[str, ...] = (target.name,)
+        elif target.kind is TargetKind.RANDOM:
+            chosen = (rng.choice(tasks),)
+        elif target.kind is TargetKind.HOST:
+            host = target.name
+            chosen = tuple(t for t in tasks if task_hosts[t] == host)
+        elif target.kind is TargetKind.ALL:
+            chosen = tuple(tasks)
+        elif target.kind is TargetKind.LATEST:
+            chosen = tuple(t for t in tasks if t.startswith("chief:"))[:1] or tuple(tasks[:1])
+        else:
+            chosen = ()
+        trigger = fault.trigger
+        if trigger.kind is TriggerKind.AT_STEP:
+            planned.append(Planned(fault, chosen, host, at_step=int(trigger.value)))
+        elif trigger.kind is TriggerKind.AFTER:
+            planned.append(Planned(fault, chosen, host, after_s=trigger.value))
+        else:
+            planned.append(Planned(fault, chosen, host,
+                                   at_step=rng.randint(1, max(1, horizon_steps))))
+    return planned
+
+
+@dataclass(frozen=True)
+class FaultApplied(FaultInjected):
+    """A drill's ``fault_injected`` event: ``task`` (the first task hurt), ``signal`` and ``step``
+    (the last step every task of the attempt had reached) plus the fault as written, what it
+    resolved to and what was done (``detail``: the checkpoint corrupted, the route added)."""
+
+    fault: str = ""
+    action: str = ""
+    trigger: str = ""
+    tasks: tuple[str, ...] = ()
+    detail: str = ""
+
+
+class Partitioner(Protocol):
+    """Cuts a host off the network and heals it later (see :mod:`launcher.drill.partition`)."""
+
+    def cut(self, host: str) -> str:
+        """Cut ``host`` off; what was done, for the report. Raises TfclusterError if it cannot."""
+
+
+@dataclass
+class _AttemptView:
+    attempt: int = -1
+    steps: dict[str, int] = field(default_factory=dict)  # each task's last reported step
+
+    @property
+    def step(self) -> int:
+        """The last step every task that reported had reached: the job's progress (tasks of a
+        synchronous job run in lock-step; one that lags has not finished the others' step)."""
+        return min(self.steps.values(), default=0)
+
+
+@dataclass
+class FaultInjector:
+    """Fires each planned fault once, in whichever attempt it becomes due."""
+
+    planned: Sequence[Planned]
+    checkpoint_dir: str | None = None
+    partitioner: Partitioner | None = None
+    fired: list[FaultApplied] = field(default_factory=list)
+    _done: set[int] = field(default_factory=set)
+    _view: _AttemptView = field(default_factory=_AttemptView)
+
+    @property
+    def pending(self) -> list[Planned]:
+        return [p for i, p in enumerate(self.planned) if i not in self._done]
+
+    def _seen(self, control: TaskControl) -> _AttemptView:
+        if self._view.attempt != control.attempt:
+            self._view = _AttemptView(control.attempt)
+        return self._view
+
+    def on_progress(self, control: TaskControl, task: str, step: int) -> None:
+        view = self._seen(control)
+        view.steps[task] = max(view.steps.get(task, 0), step)
+        for i, planned in enumerate(self.planned):
+            if (i not in self._done and planned.at_step is not None and step >= planned.at_step
+                    and self._fire(control, i)):
+                return  # the attempt is stopping: the others wait for the next one
+
+    def on_tick(self, control: TaskControl, now: float) -> float:
+        self._seen(control)
+        since = control.first_progress_at or control.started_at
+        wake = math.inf
+        for i, planned in enumerate(self.planned):
+            if i in self._done or planned.after_s is None:
+                continue
+            due = since + planned.after_s
+            if now < due:
+                wake = min(wake, due)
+            elif self._fire(control, i):
+                return math.inf
+            else:  # not reachable yet (agent starting, no checkpoint yet): try again soon
+                wake = min(wake, now + 0.2)
+        return wake
+
+    def _fire(self, control: TaskControl, index: int) -> bool:
+        planned = self.planned[index]
+        action = planned.fault.action
+        detail = ""
+        if action is Action.CORRUPT_CHECKPOINT:
+            corrupted = corrupt_latest(self.checkpoint_dir)
+            if corrupted is None:
+                return False  # no complete checkpoint yet: nothing to corrupt
+            detail = corrupted
+        if action is Action.PARTITION:
+            if self.partitioner is None or planned.host is None:
+                return False
+            try:
+                detail = self.partitioner.cut(planned.host)
+            except TfclusterError as exc:
+                control.warn(f"drill: {planned.fault} could not be injected: {exc}")
+                return False
+            hosts = [planned.host]
+        else:
+            sig = action.signal
+            states = [control.tasks[task].state for task in planned.tasks]
+            if sig is None or TaskState.PENDING in states or TaskState.RUNNING not in states:
+                return False  # a target has not started yet (or none runs): try again later
+            hosts = [h for task, state in zip(planned.tasks, states, strict=True)
+                     if state is TaskState.RUNNING and (h := control.signal_task(task, sig))]
+            if not hosts:
+                return False  # no agent reachable yet: try again later
+        self._done.add(index)
+        view = self._seen(control)
+        event = FaultApplied(
+            attempt=control.attempt, fault=str(planned.fault), action=action.value,
+            trigger=planned.trigger, task=planned.tasks[0] if planned.tasks else "",
+            tasks=planned.tasks, host=",".join(sorted(set(hosts))),
+            signal=action.signal.name if action.signal else "", step=view.step,
+            detail=detail)
+        self.fired.append(event)
+        control.emit(event)
+        what = f" ({detail})" if detail else ""
+        control.warn(f"drill: {planned.fault} injected into {', '.join(planned.tasks) or '-'} "
+                     f"at step {view.step}{what}")
+        return True

@@ -1,0 +1,164 @@
+"""Running a drill: an optional baseline, then each scenario (``repeat`` times) in its own run
+directory, each judged on its own: every fault injected, ``term`` faults lost no step, the job
+succeeded, and its result equals the baseline's.
+
+How a job is run is given by the caller (:data:`RunJob`, the command line's ``run_job``), so that
+this layer does not depend on the composition root. Each run gets its own checkpoint directory
+(``<run dir>/checkpoints``): a scenario must not resume from the previous one's checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launcher.drill.coordinator_loss import ChildRunner, LossReport, run_with_coordinator_loss
+from launcher.drill.faults import Action, Fault
+from launcher.drill.figures import RunFigures, run_figures
+from launcher.drill.injector import FaultInjector, Planned, resolve
+from launcher.drill.partition import NamespaceLink, NamespacePartitioner, locate
+from launcher.drill.verdict import Verdict, compare, final_result
+from launcher.job.hooks import AttemptHooks
+from launcher.output.events import read_events
+from launcher.spec.loading import spec_from_dict
+from launcher.spec.model import ClusterSpec
+
+#: Runs ``spec`` to its end with ``run_dir`` as its run directory; returns the exit code.
+RunJob = Callable[[ClusterSpec, Path, AttemptHooks | None], int]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to run: the spec (with a path, for scenarios that run tfcluster as a child)."""
+
+    spec: ClusterSpec
+    spec_path: Path
+    seed: int
+    random_horizon: int
+    checkpoint_dir_given: bool = False  # --checkpoint-dir (one scenario): the scenario uses it
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    repeat: int
+    run_dir: Path
+    faults: tuple[Fault, ...]
+    planned: tuple[Planned, ...]
+    exit_code: int
+    figures: RunFigures
+    verdict: Verdict
+    loss: LossReport | None = None
+    checkpointing: bool = True  # the spec has a checkpoint.dir (else every restart is from 0)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.name, "repeat": self.repeat, "run_dir": str(self.run_dir),
+            "faults": [str(f) for f in self.faults],
+            "planned": [{"fault": str(p.fault), "tasks": list(p.tasks), "host": p.host,
+                         "trigger": p.trigger} for p in self.planned],
+            "exit_code": self.exit_code, **self.figures.to_dict(),
+            "result": self.verdict.result, "result_check": self.verdict.check.value,
+            "coordinator_loss": None if self.loss is None else self.loss.to_dict(),
+            "passed": self.passed, "problems": self.problems,
+        }
+
+
+def spec_for_run(plan: Plan, run_dir: Path, own: bool = True) -> ClusterSpec:
+    """The spec with a checkpoint directory of this run's own: ``<run dir>/checkpoints``, or with
+    --checkpoint-dir DIR, DIR itself for the drill's one scenario (``own=False``) and
+    ``DIR/<run dir name>`` for the baseline (which must not leave its checkpoints to it)."""
+    spec = plan.spec
+    if spec.checkpoint is None or (plan.checkpoint_dir_given and not own):
+        return spec
+    directory = (Path(spec.checkpoint.dir) / run_dir.name if plan.checkpoint_dir_given
+                 else run_dir / "checkpoints")
+    data = spec.model_dump()
+    data["checkpoint"] = {**data["checkpoint"], "dir": str(directory)}
+    return spec_from_dict(data, source=f"{plan.spec_path} (drill run {run_dir.name})")
+
+
+def partition_links(spec: ClusterSpec, faults: Sequence[Fault]) -> dict[str, NamespaceLink]:
+    """Where each host a ``partition`` fault names can be cut off; raises PartitionError (before
+    anything runs) for one that cannot."""
+    links = {}
+    for fault in faults:
+        if fault.action is Action.PARTITION:
+            host = fault.target.name
+            entry = spec.hosts.get(host)
+            links[host] = locate(host, (entry.address or host) if entry else None)
+    return links
+
+
+def run_with_faults(spec: ClusterSpec, run_dir: Path, planned: Sequence[Planned],
+                    run_job: RunJob) -> int:
+    """Run the job with a :class:`FaultInjector` for ``planned``; every partition healed after."""
+    checkpoint_dir = spec.checkpoint.dir if spec.checkpoint is not None else None
+    partitioner = NamespacePartitioner(partition_links(spec, [p.fault for p in planned]),
+                                       heal_after_s=spec.health.heartbeat_timeout_s + 1.0)
+    injector = FaultInjector(planned, checkpoint_dir=checkpoint_dir, partitioner=partitioner)
+    try:
+        return run_job(spec, run_dir, injector)
+    finally:
+        partitioner.heal_all()
+
+
+def run_baseline(plan: Plan, run_dir: Path, run_job: RunJob) -> tuple[str | None, int]:
+    """The job once without faults: its result line and exit code."""
+    code = run_job(spec_for_run(plan, run_dir), run_dir, None)
+    return final_result(run_dir), code
+
+
+def judge(result: ScenarioResult) -> None:
+    """Fill ``result.problems``: each reason the scenario did not prove what it should."""
+    fired = {f.fault for f in result.figures.faults}
+    for planned in result.planned:
+        if str(planned.fault) not in fired:
+            result.problems.append(f"{planned.fault} was never injected (its trigger "
+                                   f"{planned.trigger} never came): a drill that hurt nothing "
+                                   "proved nothing")
+    for figures in result.figures.faults:
+        if figures.action == Action.TERM and figures.steps_lost and result.checkpointing:
+            result.problems.append(f"{figures.fault} lost {figures.steps_lost} step(s): a "
+                                   "preemption notice must lose none")
+    if result.figures.outcome != "succeeded":
+        result.problems.append(f"the job {result.figures.outcome} (exit code {result.exit_code})")
+    if result.verdict.failed:
+        result.problems.append(f"result {result.verdict.check.value}: {result.verdict.result} "
+                               f"(baseline {result.verdict.baseline})")
+
+
+def run_scenario(plan: Plan, name: str, faults: Sequence[Fault], *, repeat: int,
+                 run_dir: Path, run_job: RunJob, child: ChildRunner,
+                 baseline: str | None) -> ScenarioResult:
+    spec = spec_for_run(plan, run_dir, own=False)
+    slots = spec.task_slots()
+    task_hosts = {str(s.task): s.host for s in slots}
+    in_job = [f for f in faults if f.action is not Action.KILL_COORDINATOR]
+    planned = resolve(in_job, task_hosts, plan.seed + repeat, plan.random_horizon)
+    loss: LossReport | None = None
+    extra: list[dict[str, Any]] = []
+    losses = [f for f in faults if f.action is Action.KILL_COORDINATOR]
+    if losses:
+        loss = run_with_coordinator_loss(child, spec, run_dir, in_job=in_job, fault=losses[0],
+                                         seed=plan.seed + repeat, horizon=plan.random_horizon)
+        code = loss.exit_code
+        extra += [loss.event] if loss.event is not None else []
+        planned = [*planned, *resolve(losses, task_hosts, plan.seed + repeat)]
+    else:
+        code = run_with_faults(spec, run_dir, planned, run_job)
+    events = read_events(run_dir / "events.jsonl") if (run_dir / "events.jsonl").exists() else []
+    result = ScenarioResult(name, repeat, run_dir, tuple(faults), tuple(planned), code,
+                            run_figures(events, extra), compare(final_result(run_dir), baseline),
+                            loss, checkpointing=spec.checkpoint is not None)
+    if loss is not None:
+        result.problems.extend(loss.problems)
+    judge(result)
+    return result
