@@ -1,8 +1,8 @@
 # make demo : create .venv, install tfcluster with TensorFlow, run the digits example on a
 #             simulated 3-task cluster (chief + 2 workers) with a worker killed mid-run; the
 #             restart starts from warm spares (TensorFlow already imported).
-# make test : create .venv, install dev dependencies (and openssh-server, iproute2 if missing),
-#             run the whole suite.
+# make test : create .venv, install dev dependencies (and openssh-server, iproute2, Slurm and
+#             munge if missing), run the whole suite.
 # Both are idempotent and quiet when there is nothing to do.
 
 PYTHON ?= python3
@@ -43,7 +43,7 @@ demo: $(STAMP)
 		--checkpoint-dir runs/demo/checkpoints --run-dir runs/demo/run
 
 test: $(STAMP) sysdeps
-	@$(BIN)/python -m pytest -q
+	@$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 lint: $(STAMP)
 	@$(BIN)/ruff check launcher worker tests benchmarks

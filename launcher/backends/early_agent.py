@@ -1,7 +1,7 @@
 """A local agent started before it is needed, so that its interpreter start-up and imports
 (~70 ms) overlap the coordinator's own instead of delaying the first task.
 
-``tfcluster run`` / ``local`` / ``drill`` start one right after parsing the command line, before
+``tfcluster run`` and ``local`` start one right after parsing the command line, before
 they import the spec model and the job machinery; :class:`~launcher.backends.local.LocalBackend`
 takes it for the first local agent it needs. An early agent waits on its stdin for its launch: one
 that is never taken (a spec without local tasks, a bad spec) sees EOF when it is discarded, or when
@@ -10,8 +10,9 @@ tfcluster exits, and exits at once, having started nothing.
 Its stderr, the agent's own log, goes to a pipe until the run directory exists; from then on a
 thread copies it into ``RUN_DIR/agents/<host>.log``.
 
-This module imports nothing of tfcluster but the environment filter, so that starting the agent
-costs the command line no time.
+:func:`agent_popen` is how every agent process on this machine is started (a local agent, or the
+``srun`` step of a Slurm node's). This module imports nothing of tfcluster but the environment
+filter, so that starting the agent costs the command line no time.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from worker.env import without_own
 AGENT_ENV_EXTRA = {"PYTHONUNBUFFERED": "1"}
 
 
-def agent_popen(python: str, stderr: int | BinaryIO) -> subprocess.Popen[bytes]:
-    """``python -m worker.agent`` in its own session (a Ctrl-C in the terminal reaches only the
-    coordinator), its stdin and stdout the protocol's pipes. OSError if it cannot be started."""
+def agent_popen(argv: list[str], stderr: int | BinaryIO) -> subprocess.Popen[bytes]:
+    """The agent command ``argv`` (``python -m worker.agent``, or an ``srun`` step running it) in
+    its own session (a Ctrl-C in the terminal reaches only the coordinator), its stdin and stdout
+    the protocol's pipes. OSError if it cannot be started."""
     return subprocess.Popen(
-        [python, "-m", "worker.agent"],
+        argv,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
         start_new_session=True, env={**without_own(os.environ), **AGENT_ENV_EXTRA},
     )
@@ -46,7 +48,7 @@ class EarlyAgent:
         self.python = python
         self._proc: subprocess.Popen[bytes] | None = None
         with contextlib.suppress(OSError):  # the real start will say what is wrong
-            self._proc = agent_popen(python, subprocess.PIPE)
+            self._proc = agent_popen([python, "-m", "worker.agent"], subprocess.PIPE)
 
     def take(self, python: str, log_path: Path) -> subprocess.Popen[bytes] | None:
         """The waiting agent, if it runs ``python`` and is still alive (None otherwise); its

@@ -97,7 +97,7 @@ class LocalBackend:
         if proc is None:
             with log_path.open("ab") as log:
                 try:
-                    proc = agent_popen(python, log)
+                    proc = agent_popen([python, "-m", "worker.agent"], log)
                 except OSError as exc:
                     raise AgentStartError(host.name, f"cannot start {python!r}: {exc}",
                                           "check the spec's 'python' field") from exc

@@ -11,17 +11,15 @@ srun's output: an ``AgentClosed``, i.e. a lost host.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 from launcher.backends.base import Sink
 from launcher.backends.channel import AgentChannel
+from launcher.backends.early_agent import agent_popen
 from launcher.backends.local import LocalAgentHandle
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
 from launcher.slurm.srun import agent_step_argv
-from worker.env import without_own
 from worker.protocol import Launch
 
 
@@ -47,10 +45,7 @@ class SlurmBackend:
             log.write(f"tfcluster: {' '.join(argv)}\n".encode())
             log.flush()
             try:
-                proc = subprocess.Popen(
-                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                    start_new_session=True,
-                    env={**without_own(os.environ), "PYTHONUNBUFFERED": "1"})
+                proc = agent_popen(argv, log)
             except OSError as exc:
                 raise AgentStartError(host.name, f"cannot start {argv[0]!r}: {exc}",
                                       "run inside a Slurm allocation with srun on PATH") from exc

@@ -65,7 +65,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         wanted = planner.ports_to_allocate
         launch_plan = planner.plan(0, dict(zip(wanted, allocator.allocate(len(wanted)),
                                                strict=True)))
-    print(plan_json(launch_plan, spec.health) if args.json else plan_text(launch_plan, spec.health))
+    print(plan_json(launch_plan, spec.health) if args.json else
+          plan_text(launch_plan, spec.health, slurm=spec.slurm is not None))
     if spec.slurm is not None and not args.json:
         from launcher.cli.slurm_run import step_lines
 

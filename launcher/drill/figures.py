@@ -60,7 +60,8 @@ def _observed(failure: Record) -> float:
 def fault_figures(events: Sequence[Record], injected: Record) -> FaultFigures:
     """The figures of one ``fault_injected`` record (or one a drill wrote for a fault it applied
     from outside the job, such as ``kill-coordinator``) among ``events``."""
-    ts = float(injected["ts"])
+    # when the fault was applied; older records and faults applied from outside have only ts
+    ts = float(injected.get("sent_at") or injected["ts"])
     attempt = int(injected.get("attempt", 0))
     detected = next((e for e in events if e["event"] == EventType.TASK_FAILED
                      and _observed(e) >= ts), None)

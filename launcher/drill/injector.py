@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -85,6 +86,10 @@ class FaultApplied(FaultInjected):
     trigger: str = ""
     tasks: tuple[str, ...] = ()
     detail: str = ""
+    #: When the fault was applied (wall clock, just before the signal was sent or the file
+    #: touched): the event's own ``ts`` is when it was written, which can come after the agent
+    #: already saw the task die.
+    sent_at: float = 0.0
 
 
 class Partitioner(Protocol):
@@ -154,6 +159,7 @@ class FaultInjector:
         planned = self.planned[index]
         action = planned.fault.action
         detail = ""
+        sent_at = time.time()
         if action is Action.CORRUPT_CHECKPOINT:
             corrupted = corrupt_latest(self.checkpoint_dir)
             if corrupted is None:
@@ -184,7 +190,7 @@ class FaultInjector:
             trigger=planned.trigger, task=planned.tasks[0] if planned.tasks else "",
             tasks=planned.tasks, host=",".join(sorted(set(hosts))),
             signal=action.signal.name if action.signal else "", step=view.step,
-            detail=detail)
+            detail=detail, sent_at=sent_at)
         self.fired.append(event)
         control.emit(event)
         what = f" ({detail})" if detail else ""

@@ -62,7 +62,10 @@ def shown(text: str) -> str:
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
-def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None) -> str:
+def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None,
+              slurm: bool = False) -> str:
+    """The plan as a person reads it; ``slurm``: its hosts are the nodes of a Slurm allocation,
+    whose agents start as job steps (the srun lines are printed apart)."""
     tasks = launch_plan.tasks
     lines = [
         f"job {launch_plan.job}: attempt {launch_plan.attempt}, {len(tasks)} task(s) on "
@@ -77,8 +80,8 @@ def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None) -> str:
         lines += [f"deadline {name.replace('_', ' ')}: {text}"
                   for name, text in deadlines(health).items()]
     for host in launch_plan.hosts:
-        where = "local" if host.local else f"ssh {host.user + '@' if host.user else ''}" \
-                                           f"{host.address}:{host.ssh_port}"
+        where = "local" if host.local else f"slurm node at {host.address}, a job step" \
+            if slurm else f"ssh {host.user + '@' if host.user else ''}{host.address}:{host.ssh_port}"
         lines.append("")
         lines.append(shown(f"host {host.name} ({where}), agent: {host.python} -m worker.agent"))
         for task in host.tasks:

@@ -47,9 +47,11 @@ def test_digits_kill_then_hang_ends_with_the_baselines_weights(tmp_path: Path) -
     assert re.fullmatch(r"weights_sha256=[0-9a-f]{64}", baseline)
     scenario, = data["scenarios"]
     assert (scenario["result"], scenario["result_check"]) == (baseline, "match")
-    kill, stop = scenario["faults"]
-    assert kill["fault"] == "kill:worker:1:at-step=120" and kill["attempt"] == 0
-    assert stop["fault"] == "stop:chief:0:after=15" and stop["attempt"] == 1
+    # usually the kill comes first; on a loaded machine the chief may be stopped 15 s into the
+    # first attempt before worker:1 reached step 120: each fires once, in its own attempt
+    faults = {figures["fault"]: figures for figures in scenario["faults"]}
+    kill, stop = faults["kill:worker:1:at-step=120"], faults["stop:chief:0:after=15"]
+    assert {kill["attempt"], stop["attempt"]} == {0, 1}
     assert kill["detection_s"] > 0 and kill["detected_as"] == "signalled (worker:1)"
     # the hang is seen as one (health.hang_timeout_s), or first as a worker whose collective
     # with the stopped chief failed: either way not at once

@@ -50,7 +50,8 @@ def test_a_slowed_task_is_flagged_as_the_straggler_within_the_window(tmp_path: P
         "worker:2"}
     assert "worker:2 is a straggler" in job.stderr
     health = [e for e in events if e["event"] == "job_health" and e["tasks"]]
-    assert health and health[-1]["slowest"] == "worker:2"
+    # named the slowest while the others still stepped (at the very end they may be done)
+    assert health and "worker:2" in {e["slowest"] for e in health}
     assert set(health[-1]["tasks"]["worker:0"]) >= {"steps_per_s", "cpu_percent", "rss_bytes"}
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert [s["task"] for s in summary["health"]["stragglers"]] == ["worker:2"]

@@ -113,6 +113,7 @@ def test_plan_shows_nodes_tf_config_and_srun_lines(slurm: SlurmCluster, tmp_path
     for node, task in (("n1", "chief:0@127.0.0.1:24600"), ("n2", "worker:0@127.0.0.1:24601"),
                        ("n3", "worker:1@127.0.0.1:24602")):
         assert f"  {node}: {task}" in out
+        assert f"host {node} (slurm node at 127.0.0.1, a job step)" in out
         assert (f"    srun --nodes=1 --ntasks=1 --nodelist={node} --overlap --kill-on-bad-exit=1 "
                 f"--input=all --quiet --job-name=tfcluster-plan --chdir={REPO} {sys.executable} "
                 "-m worker.agent") in out

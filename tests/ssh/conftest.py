@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.procs import wait_until_empty
 from tests.ssh.remote import SshSetup, processes_with
 from tests.ssh.sshd import Sshd, SshdUnavailableError, generate_key, start_sshd
 
@@ -52,13 +53,17 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+#: How long after its coordinator is gone a remote task may still live (DESIGN: no orphans).
+NO_ORPHANS_S = 5.0
+
+
 @pytest.fixture
 def mark() -> Iterator[str]:
-    """The marker of this test's remote tasks; any still alive at teardown is killed and fails
-    the test."""
+    """The marker of this test's remote tasks; any still alive 5 s after the test (an agent whose
+    coordinator went away ends its tasks within that) is killed and fails the test."""
     value = uuid.uuid4().hex
     yield value
-    left = processes_with(value)
+    left = wait_until_empty(lambda: processes_with(value), NO_ORPHANS_S)
     for proc in left:
         with contextlib.suppress(psutil.Error):
             proc.kill()
