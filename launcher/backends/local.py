@@ -82,6 +82,18 @@ class LocalAgentHandle:
         return killed
 
 
+def launched(host: str, proc: subprocess.Popen[bytes], launch: Launch, sink: Sink,
+             process_table: str | None) -> LocalAgentHandle:
+    """The handle of agent process ``proc`` (started by :func:`agent_popen`), its reader
+    running and ``launch`` sent; ``process_table``: where leftovers are found if it dies."""
+    if proc.stdin is None or proc.stdout is None:  # cannot happen with PIPE; keeps mypy honest
+        raise AgentStartError(host, "agent started without pipes")
+    channel = AgentChannel(host, proc.stdout, proc.stdin, sink)
+    channel.start()
+    channel.send(launch)
+    return LocalAgentHandle(host, proc, channel, process_table)
+
+
 class LocalBackend:
     """Starts local agents; the first one it needs may be an :class:`EarlyAgent` already up."""
 
@@ -101,12 +113,7 @@ class LocalBackend:
                 except OSError as exc:
                     raise AgentStartError(host.name, f"cannot start {python!r}: {exc}",
                                           "check the spec's 'python' field") from exc
-        if proc.stdin is None or proc.stdout is None:  # cannot happen with PIPE; keeps mypy honest
-            raise AgentStartError(host.name, "agent started without pipes")
-        channel = AgentChannel(host.name, proc.stdout, proc.stdin, sink)
-        channel.start()
-        channel.send(launch)
-        return LocalAgentHandle(host.name, proc, channel, launch.process_table)
+        return launched(host.name, proc, launch, sink, launch.process_table)
 
     def discard_early(self) -> None:
         """End the early agent if no local agent took it (safe to call more than once)."""

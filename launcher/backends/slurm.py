@@ -14,9 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from launcher.backends.base import Sink
-from launcher.backends.channel import AgentChannel
 from launcher.backends.early_agent import agent_popen
-from launcher.backends.local import LocalAgentHandle
+from launcher.backends.local import LocalAgentHandle, launched
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
 from launcher.slurm.srun import agent_step_argv
@@ -49,11 +48,6 @@ class SlurmBackend:
             except OSError as exc:
                 raise AgentStartError(host.name, f"cannot start {argv[0]!r}: {exc}",
                                       "run inside a Slurm allocation with srun on PATH") from exc
-        if proc.stdin is None or proc.stdout is None:  # cannot happen with PIPE; keeps mypy honest
-            raise AgentStartError(host.name, "srun started without pipes")
-        channel = AgentChannel(host.name, proc.stdout, proc.stdin, sink)
-        channel.start()
-        channel.send(launch)
         # The agent's process table lives on the node: a killed step's leftovers are Slurm's
         # to end (the step's processes), so nothing is killed from here by pid.
-        return LocalAgentHandle(host.name, proc, channel, process_table=None)
+        return launched(host.name, proc, launch, sink, process_table=None)
