@@ -21,6 +21,8 @@ $(STAMP): pyproject.toml
 	@$(PIP) install -e '.[tf,dev]' 2>&1 | grep -v -e 'is ignored' -e '^$$' || true
 	@$(BIN)/python -c "import launcher, worker, tensorflow, pytest" 2>/dev/null \
 		|| { echo "installation failed; run: $(PIP) install -e '.[tf,dev]'"; exit 1; }
+	@# as pip does for an installed package (Python would not cache it under PYTHONDONTWRITEBYTECODE)
+	@$(BIN)/python -m compileall -q launcher worker >/dev/null
 	@touch $@
 
 sysdeps:

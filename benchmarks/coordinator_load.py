@@ -43,6 +43,7 @@ from common import (
     scratch,
     ts,
 )
+from machine import compile_bytecode
 from targets import COORDINATOR_CPU_PCT, COORDINATOR_RSS_MIB, IDLE_N
 
 IDLE_TASK = REPO / "benchmarks" / "tasks" / "idle_task.py"
@@ -220,6 +221,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    progress(f"bytecode: {compile_bytecode(REPO)}")
     cli = Tfcluster(tuple(args.tfcluster), MARKER_ENV, new_marker(), CommandLog())
     errors: list[str] = []
     try:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common import (
+    REPO,
     BenchmarkError,
     CliRun,
     CommandLog,
@@ -59,6 +60,7 @@ from common import (
     read_events,
     scratch,
 )
+from machine import compile_bytecode
 from targets import DETECTION_P95_MS, LAUNCH_N, LAUNCH_RATIO
 
 MARKER_ENV = "BENCH_LAUNCH_MARKER"
@@ -412,6 +414,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    progress(f"bytecode: {compile_bytecode(REPO)}")
     marker = new_marker()
     progress(f"tfcluster: {shlex.join(args.tfcluster)}; python: {sys.executable}; "
              f"marker {MARKER_ENV}={marker}")

@@ -93,6 +93,7 @@ class RunInfo:
     load_before: str
     load_after: str
     invocation: str  # the command line of this run
+    bytecode: str  # how tfcluster's modules were loaded (machine.compile_bytecode)
 
 
 def labelled(all_results: Sequence[recovery.Results], label: str) -> recovery.Results | None:
@@ -347,7 +348,7 @@ def leftovers_section(marker_var: str, killed: Sequence[int], ssh: bool) -> list
 def machine_section(run: RunInfo) -> list[str]:
     skipped = [name for flag, name in ((not run.tf, "the TensorFlow parts (--no-tf)"),
                                        (not run.ssh, "the SSH parts (--skip-ssh)")) if flag]
-    return [MACHINE, "", *describe(REPO).lines(),
+    return [MACHINE, "", *describe(REPO).lines(), f"- bytecode: {run.bytecode}",
             f"- load average (1/5/15 min): {run.load_before} before the run, {run.load_after} "
             "after",
             f"- run: {run.began:%Y-%m-%d %H:%M:%S %Z}, {run.took_s // 60:.0f} min "

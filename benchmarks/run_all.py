@@ -53,6 +53,7 @@ import recovery
 import throughput
 import warm_spares
 from common import REPO, CommandLog, Tfcluster, default_tfcluster, loadavg, new_marker, progress
+from machine import compile_bytecode
 from report import (
     DETECTION,
     LAUNCH,
@@ -242,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit_on_sigterm()
     sizes = QUICK if args.quick else FULL
     marker = new_marker()
+    bytecode = compile_bytecode(REPO)
     load_before = loadavg()
     began, started = datetime.datetime.now().astimezone(), time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tfcluster-run-all-") as tmp:
@@ -257,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     took = time.monotonic() - started
     run = RunInfo(quick=args.quick, tf=not args.no_tf, ssh=not args.skip_ssh, began=began,
                   took_s=took, load_before=load_before, load_after=loadavg(),
-                  invocation=invocation(args))
+                  invocation=invocation(args), bytecode=bytecode)
     write(args.out, render(measured, commands, marker_var=MARKER_ENV, killed=killed, sizes=sizes,
                            run=run))
     progress(f"wrote {args.out} ({took:.0f} s)")

@@ -307,7 +307,7 @@ class Agent:
         wake = self.next_heartbeat if ending is None else ending
         wake = min(wake, self.next_record, *(d for t in self.tasks.values()
                                              if (d := t.notice_due_at()) is not None),
-                   *(d for d in [self.warm.due_at()] if d is not None))
+                   *(d for d in [self.warm.due_at(), self.outbox.due_at()] if d is not None))
         if self.launch is not None and self.launch.coordinator_timeout_s is not None:
             wake = min(wake, self.last_command_at + self.launch.coordinator_timeout_s)
         return max(0.0, wake - now)

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from launcher.backends.local import LocalBackend
 from launcher.backends.router import HostRouter
-from launcher.cli.slurm_run import slurm_parts, slurm_ready
 from launcher.job.coordinator import (
     Coordinator,
     FSForHost,
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
 
     from launcher.backends.base import Backend
     from launcher.backends.early_agent import EarlyAgent
+    from launcher.cli.slurm_run import SlurmParts
     from launcher.job.checkpoint_lock import LockFile
     from launcher.job.checkpoints import CheckpointFS
     from launcher.job.hooks import AttemptHooks
@@ -104,6 +104,12 @@ def _remote_backend(connector: SshConnector) -> tuple[Backend, FSForHost, LockFo
     return SshBackend(connector), checkpoint_fs, checkpoint_lock
 
 
+def _slurm_parts(planner: Planner) -> SlurmParts | None:
+    from launcher.cli.slurm_run import slurm_parts  # srun and sbatch: only for a slurm spec
+
+    return slurm_parts(planner)
+
+
 def _run_dir(spec: ClusterSpec, args: argparse.Namespace, resumed: Resumption | None) -> RunDir:
     if resumed is not None:
         return RunDir(resumed.run_dir, resuming=True)
@@ -133,8 +139,10 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, local: LocalBackend, *
     remote: Backend | None = None
     checkpoint_fs: FSForHost = local_fs_only
     checkpoint_lock: LockForHost = local_lock_only
-    slurm = slurm_parts(planner)
+    slurm = _slurm_parts(planner) if spec.slurm is not None else None
     if slurm is not None:
+        from launcher.cli.slurm_run import slurm_ready
+
         if not slurm_ready(planner, args):
             return RunOutcome(1, run_dir.path, started=False)
         remote, checkpoint_fs, checkpoint_lock = slurm.backend, slurm.fs, slurm.lock
@@ -162,8 +170,9 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, local: LocalBackend, *
     previous = {sig: signal.signal(sig, coordinator.interrupt) for sig in handled}
     # Everything imported and built so far lives as long as the job: keep the garbage
     # collector from scanning it over and over (its full passes were the coordinator's largest
-    # CPU cost while it watched 64 tasks).
+    # CPU cost while it watched 64 tasks); it may have been off while tfcluster started.
     gc.freeze()
+    gc.enable()
     try:
         with console.live(board.table) if live else contextlib.nullcontext(), \
                 slurm.guard(run_dir.path) if slurm else contextlib.nullcontext():

@@ -9,10 +9,6 @@ import sys
 from pathlib import Path
 
 from launcher.errors import UsageError
-from launcher.plan.slurm_planner import slurm_task_order
-from launcher.slurm.sbatch import BatchRequest, batch_script, submit
-from launcher.spec.loading import load_spec
-from launcher.spec.placement import nodes_needed
 
 HELP = ("write an sbatch script that runs the spec on N Slurm nodes (saved and requeued near "
         "its time limit) and submit it")
@@ -44,6 +40,12 @@ def add_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    # imported here: the parser imports this module for add_parser, and every verb builds it
+    from launcher.plan.slurm_planner import slurm_task_order
+    from launcher.slurm.sbatch import BatchRequest, batch_script, submit
+    from launcher.spec.loading import load_spec
+    from launcher.spec.placement import nodes_needed
+
     spec = load_spec(args.spec)
     if spec.slurm is None:
         raise UsageError(f"tfcluster submit: {args.spec} has no slurm section: add "

@@ -9,6 +9,7 @@ printed once, by :func:`launcher.cli.main.main`.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -95,13 +96,17 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 def _with_early_agent(verb: Callable[[argparse.Namespace, EarlyAgent], int],
                       args: argparse.Namespace) -> int:
     """Run ``verb`` with a local agent that starts now, while tfcluster imports and plans
-    (:mod:`launcher.backends.early_agent`); ended if no local agent took it."""
+    (:mod:`launcher.backends.early_agent`); ended if no local agent took it. The garbage
+    collector waits meanwhile: start-up allocates much and frees almost nothing (the
+    composition root freezes what it built and turns it back on before the job loop)."""
     from launcher.backends.early_agent import EarlyAgent
 
     early = EarlyAgent(sys.executable)
+    gc.disable()
     try:
         return verb(args, early)
     finally:
+        gc.enable()
         early.discard()
 
 

@@ -26,8 +26,9 @@ from pathlib import Path
 from launcher.drill.faults import Fault, FaultProblem, check_targets, parse_fault
 from launcher.drill.injector import DEFAULT_RANDOM_HORIZON
 from launcher.spec.errors import SpecError, SpecProblem
-from launcher.spec.loading import MAX_SPEC_BYTES, load_spec, parse_yaml
+from launcher.spec.loading import MAX_SPEC_BYTES, load_spec
 from launcher.spec.model import ClusterSpec
+from launcher.spec.yaml_text import parse_yaml
 
 _FIELDS = ("spec", "seed", "repeat", "baseline", "random_horizon", "scenarios")
 _SCENARIO_FIELDS = ("name", "faults")

@@ -305,6 +305,12 @@ class _EndWatch:
         return self.ended
 
 
+def _of_the_job(run_dir: Path, task: str | None) -> bool:
+    """Whether the job has started and ``task`` (None: any) is one of its tasks."""
+    started = next((e for e in read_events(run_dir) if e.get("event") == "job_started"), None)
+    return started is not None and (task is None or task in started.get("tasks", ()))
+
+
 def print_log(path: Path, out: TextIO) -> int:
     """Copy the log to ``out``; the offset reached."""
     with path.open("rb") as handle:
@@ -318,10 +324,20 @@ def follow_log(run_dir: Path, task: str | None, attempt: int | None, out: TextIO
                err: TextIO = sys.stderr, poll_s: float = FOLLOW_POLL_S,
                sleep: Callable[[float], None] = time.sleep) -> None:
     """Print the log and then what is added to it until the job ends. Without ``attempt`` it
-    moves on to the next attempt's log of the same task when the job restarts."""
-    path, task, current = log_path(run_dir, task, attempt)
-    offset = 0
+    moves on to the next attempt's log of the same task when the job restarts. A task of the
+    running job that has not written a line yet (so has no log) is waited for."""
+    check_run_dir(run_dir, "logs")
     job_ended = _EndWatch(run_dir / EVENTS_FILE)
+    while True:
+        ended = job_ended()
+        try:
+            path, task, current = log_path(run_dir, task, attempt)
+            break
+        except UsageError:
+            if ended or not _of_the_job(run_dir, task):
+                raise
+        sleep(poll_s)
+    offset = 0
     while True:
         ended = job_ended()  # before reading: nothing written before the end is missed
         with path.open("rb") as handle:

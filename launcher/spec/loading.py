@@ -1,19 +1,16 @@
 """Loading a spec: a YAML file or parsed data to a validated ``ClusterSpec``, or one ``SpecError``
 listing every problem.
 
-YAML details: keys taken as written (``ON:`` is the string ``"ON"``), duplicate keys rejected, scalars under
-``env`` and ``entrypoint.args`` / ``command`` kept as their exact text, and every YAML error turned
-into a :class:`~launcher.spec.model.SpecError` with line and column. Relative paths (``workdir``,
+YAML details are in :mod:`launcher.spec.yaml_text`. Relative paths (``workdir``,
 ``checkpoint.dir``) and ``~`` are kept as written: resolving them is the planner's job."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from launcher.spec.errors import SpecError, SpecProblem
@@ -21,107 +18,9 @@ from launcher.spec.model import ClusterSpec, HostSpec, TaskGroupSpec, empty_if_n
 from launcher.spec.rules import cluster_problems
 from launcher.spec.translate import kind_of, translate
 
-
-class _SpecLoader(yaml.SafeLoader):
-    """Safe YAML with keys taken as written and duplicate keys rejected."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        self.flatten_mapping(node)
-        mapping: dict[Any, Any] = {}
-        first_line: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise yaml.constructor.ConstructorError(
-                    None, None, "a mapping key must be a plain name", key_node.start_mark
-                )
-            key = key_node.value
-            if key in first_line:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key {key!r} (first given on line {first_line[key]})",
-                    key_node.start_mark,
-                )
-            first_line[key] = key_node.start_mark.line + 1
-            mapping[key] = self.construct_object(value_node, deep=deep)
-        return mapping
-
-    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
-        """An integer, or a YAML error at its position for one too long to convert (Python
-        refuses ``int()`` of more than 4300 digits)."""
-        try:
-            return int(self.construct_yaml_int(node))
-        except ValueError:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"the number {node.value[:20]}... is too long", node.start_mark
-            ) from None
-
-
-_SpecLoader.add_constructor("tag:yaml.org,2002:int", _SpecLoader.construct_bounded_int)
-
-
 #: The most of a spec file that is read (one with every task of the largest job is ~200 KB): a
 #: spec given by mistake as ``/dev/zero`` or a huge log is refused instead of read forever.
 MAX_SPEC_BYTES = 16 * 1024 * 1024
-
-_STR_TAG = "tag:yaml.org,2002:str"
-_RETYPED_TAGS = {f"tag:yaml.org,2002:{kind}" for kind in ("int", "float", "bool", "timestamp")}
-
-
-def parse_yaml(text: str, source: str) -> object:
-    try:
-        loader = _SpecLoader(text)
-        try:
-            root = loader.get_single_node()
-            if root is None:
-                return None
-            _keep_scalar_text(root)
-            return loader.construct_document(root)
-        finally:
-            loader.dispose()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        what = ", ".join(part for part in (exc.context, exc.problem) if part) or "invalid YAML"
-        message = _at(mark.line, mark.column, what) if mark else what
-    except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, exc.position)
-        column = exc.position - (text.rfind("\n", 0, exc.position) + 1)
-        message = _at(line, column, f"character #x{exc.character:04x} is not allowed in YAML")
-    except yaml.YAMLError as exc:
-        message = f"not valid YAML: {exc}"
-    except RecursionError:
-        message = "not valid YAML: nested too deeply"
-    raise SpecError(source, [SpecProblem("", message)])
-
-
-def _at(line: int, column: int, what: str) -> str:
-    """A YAML problem at a 0-based position, as people count: ``line 3, column 5: ...``."""
-    return f"line {line + 1}, column {column + 1}: {what}"
-
-
-def _keep_scalar_text(root: yaml.Node) -> None:
-    """Make unquoted numbers and booleans that must be strings keep their exact text."""
-
-    def child(node: yaml.Node | None, key: str) -> yaml.Node | None:
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
-                    return value_node  # type: ignore[no-any-return]
-        return None
-
-    def retag(nodes: Sequence[yaml.Node]) -> None:
-        for node in nodes:
-            if isinstance(node, yaml.ScalarNode) and node.tag in _RETYPED_TAGS:
-                node.tag = _STR_TAG
-
-    env = child(root, "env")
-    if isinstance(env, yaml.MappingNode):
-        retag([value for _, value in env.value])
-    entrypoint = child(root, "entrypoint")
-    for field in ("args", "command"):
-        items = child(entrypoint, field)
-        if isinstance(items, yaml.SequenceNode):
-            retag(items.value)
 
 
 def load_spec(path: str | os.PathLike[str]) -> ClusterSpec:
@@ -141,6 +40,8 @@ def load_spec(path: str | os.PathLike[str]) -> ClusterSpec:
     except UnicodeDecodeError as exc:
         message = f"not UTF-8 text (byte {exc.start})"
         raise SpecError(source, [SpecProblem("", message)]) from None
+    from launcher.spec.yaml_text import parse_yaml
+
     return spec_from_dict(parse_yaml(text, source), source)
 
 

@@ -1,6 +1,6 @@
 """The agent's outbox over a real pipe: it never blocks, control messages overtake output (a
-task's exit only its own), stale heartbeats and progress are replaced, and output beyond the
-bound is dropped, counted and noticed."""
+task's exit only its own), stale heartbeats and progress are replaced, routine ones wait a little
+for company, and output beyond the bound is dropped, counted and noticed."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import contextlib
 import fcntl
 import os
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from worker.outbox import OUTPUT_LIMIT_BYTES, WRITE_CHUNK_BYTES, Outbox
-from worker.protocol import Exited, Heartbeat, Message, Output, Progress, decode_event
+from worker.outbox import OUTPUT_LIMIT_BYTES, ROUTINE_HOLD_S, WRITE_CHUNK_BYTES, Outbox
+from worker.protocol import Exited, Heartbeat, Message, Output, Progress, Started, decode_event
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -32,10 +33,11 @@ def pipe() -> Iterator[tuple[int, int]]:
 
 
 def drain(outbox: Outbox, read_end: int) -> list[Message]:
-    """Write and read until the outbox is empty; every message that came through."""
+    """Write (nothing held back) and read until the outbox is empty; every message that came
+    through."""
     data = bytearray()
     while True:
-        outbox.write()
+        outbox.write(hold=False)
         try:
             data += os.read(read_end, 1 << 20)
         except BlockingIOError:
@@ -107,8 +109,76 @@ def test_a_reader_that_is_gone_breaks_nothing(pipe: tuple[int, int]) -> None:
     read_end, write_end = pipe
     outbox = Outbox(write_end)
     os.close(read_end)
-    outbox.put(Heartbeat(ts=1.0))
+    outbox.put(Started(task="a", pid=1, ts=1.0))
     outbox.write()
     assert outbox.broken and not outbox.pending()
     outbox.put(Exited(task="a", ts=1.0, exit_code=0))
     assert not outbox.pending()
+
+
+class Clock:
+    """``time.monotonic`` (which :mod:`worker.outbox` reads), moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(time, "monotonic", fake)  # worker.outbox reads it as time.monotonic()
+    return fake
+
+
+def read_all(read_end: int) -> list[Message]:
+    try:
+        data = os.read(read_end, 1 << 20)
+    except BlockingIOError:
+        return []
+    return [decode_event(line) for line in data.splitlines()]
+
+
+def test_routine_messages_wait_up_to_the_hold_then_go_together(
+        pipe: tuple[int, int], clock: Clock) -> None:
+    read_end, write_end = pipe
+    outbox = Outbox(write_end)
+    outbox.put(Progress(task="a", step=1, ts=1.0))  # a task's first step: at once
+    outbox.write()
+    assert read_all(read_end) == [Progress(task="a", step=1, ts=1.0)]
+    outbox.put(Progress(task="a", step=2, ts=2.0))
+    clock.now += ROUTINE_HOLD_S / 2
+    outbox.put(Heartbeat(ts=2.5))
+    outbox.write()
+    assert read_all(read_end) == [] and not outbox.pending()  # the agent need not watch the fd
+    assert outbox.due_at() == pytest.approx(1000.0 + ROUTINE_HOLD_S)  # ...but wakes then
+    clock.now = 1000.0 + ROUTINE_HOLD_S
+    assert outbox.pending()
+    outbox.write()
+    assert read_all(read_end) == [Progress(task="a", step=2, ts=2.0), Heartbeat(ts=2.5)]
+    assert outbox.due_at() is None
+
+
+def test_any_other_message_takes_the_held_ones_along_in_order(
+        pipe: tuple[int, int], clock: Clock) -> None:
+    read_end, write_end = pipe
+    outbox = Outbox(write_end)
+    outbox.put(Progress(task="a", step=1, ts=1.0))
+    outbox.write()
+    read_all(read_end)
+    outbox.put(Progress(task="a", step=5, ts=2.0))
+    outbox.write()
+    outbox.put(Exited(task="a", ts=2.1, exit_code=1))
+    outbox.write()
+    assert read_all(read_end) == [Progress(task="a", step=5, ts=2.0),
+                                  Exited(task="a", ts=2.1, exit_code=1)]
+
+
+def test_the_final_flush_holds_nothing_back(pipe: tuple[int, int], clock: Clock) -> None:
+    read_end, write_end = pipe
+    outbox = Outbox(write_end)
+    outbox.put(Heartbeat(ts=1.0))
+    assert outbox.flush(timeout_s=5.0)
+    assert read_all(read_end) == [Heartbeat(ts=1.0)]

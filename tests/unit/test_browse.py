@@ -121,3 +121,32 @@ def test_follow_prints_what_is_added_moves_to_the_next_attempt_and_stops_at_the_
     follow_log(tmp_path, "worker:0", None, out, err=err, sleep=sleep)
     assert out.getvalue() == "one\ntwo\nthree\nfour\n"
     assert "attempt 1 started: following" in err.getvalue()
+
+
+def test_follow_waits_for_a_task_that_has_not_written_yet(tmp_path: Path) -> None:
+    """``logs -f`` right after the job started: worker:0 has printed nothing, so has no log."""
+    write_run(tmp_path, EVENTS[:3], {"attempt-0/worker-1.log": "other\n"})
+    script = [
+        lambda: None,  # still nothing from worker:0
+        lambda: write_run(tmp_path, EVENTS[:3], {"attempt-0/worker-0.log": "first\n"}),
+        lambda: write_run(tmp_path, [*EVENTS[:3], {"ts": 200.0, "event": "job_succeeded"}]),
+    ]
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        script[len(sleeps) - 1]()
+
+    out = io.StringIO()
+    follow_log(tmp_path, "worker:0", None, out, err=io.StringIO(), sleep=sleep)
+    assert out.getvalue() == "first\n"
+
+
+def test_follow_of_a_task_the_job_does_not_have_says_so_at_once(tmp_path: Path) -> None:
+    write_run(tmp_path, EVENTS[:3], {"attempt-0/worker-0.log": "one\n"})
+
+    def sleep(_seconds: float) -> None:
+        raise AssertionError("waited for a task that is not in the job")
+
+    with pytest.raises(UsageError, match=r"no task worker:7 in attempt 0"):
+        follow_log(tmp_path, "worker:7", None, io.StringIO(), err=io.StringIO(), sleep=sleep)
