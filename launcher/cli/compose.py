@@ -18,13 +18,8 @@ from typing import TYPE_CHECKING
 
 from launcher.backends.local import LocalBackend
 from launcher.backends.router import HostRouter
-from launcher.job.coordinator import (
-    Coordinator,
-    FSForHost,
-    LockForHost,
-    local_fs_only,
-    local_lock_only,
-)
+from launcher.job.chief_files import FSForHost, LockForHost, local_fs_only, local_lock_only
+from launcher.job.coordinator import Coordinator
 from launcher.job.resume import FRESH, Resumption, stored_spec
 from launcher.job.state import JobState
 from launcher.output.console import HOLD_S, Console

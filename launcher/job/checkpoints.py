@@ -28,6 +28,8 @@ from typing import Protocol
 STATE_FILE = "checkpoint"
 KERAS_CHIEF_DIR = "chief"
 WORKER_TEMP_PREFIX = "workertemp_"
+#: What PreemptionCheckpointHandler names a non-chief task's directory beside the checkpoint dir.
+_HANDLER_TEMP = re.compile(WORKER_TEMP_PREFIX + r"[0-9]{1,9}")
 
 _STATE_LINE = re.compile(r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"(.*)"\s*$')
 #: A step number has at most 19 digits (TensorFlow's checkpoint_number is an int64); a longer run
@@ -274,12 +276,27 @@ def latest_checkpoint(directory: str, fs: CheckpointFS | None = None,
 
 
 def remove_worker_temp_dirs(directory: str, fs: CheckpointFS | None = None) -> list[str]:
-    """Remove non-chief ``workertemp_*`` copies left by a failed attempt; never the chief's."""
+    """Remove the checkpoint copies non-chief tasks left, never the chief's:
+
+    - ``workertemp_*`` inside the checkpoint directory (``worker.checkpointing``, Keras'
+      ``BackupAndRestore``);
+    - those of TensorFlow's ``PreemptionCheckpointHandler`` beside it,
+      ``<parent>/workertemp_<task id>/<basename>`` (``failure_handling._non_chief_checkpoint_dir``;
+      TF removes them only after a preemption save), each only if it holds nothing but that
+      copy: another job's beside it is left alone.
+    """
     fs = fs or LocalFS()
     removed = []
     for name in fs.listdir(directory) or []:
         path = posixpath.join(directory, name)
         if name.startswith(WORKER_TEMP_PREFIX) and fs.is_dir(path):
+            fs.remove_tree(path)
+            removed.append(path)
+    parent, base = posixpath.split(posixpath.normpath(directory))
+    for name in fs.listdir(parent or ".") or []:
+        path = posixpath.join(parent, name)
+        if _HANDLER_TEMP.fullmatch(name) and fs.is_dir(path) and \
+                set(fs.listdir(path) or []) <= {base}:
             fs.remove_tree(path)
             removed.append(path)
     return removed

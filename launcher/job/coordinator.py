@@ -22,15 +22,15 @@ import queue
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.backends.base import AgentClosed, Backend
 from launcher.job.agents import AgentSet, Spawn, in_thread
 from launcher.job.attempt import AttemptRunner
-from launcher.job.checkpoint_lock import HolderRecord, LockFile, held
-from launcher.job.checkpoints import CheckpointFS, LocalFS, latest_checkpoint, remove_worker_temp_dirs
+from launcher.job.checkpoint_lock import HolderRecord, held
+from launcher.job.checkpoints import CheckpointFS, latest_checkpoint, remove_worker_temp_dirs
+from launcher.job.chief_files import FSForHost, LockForHost, local_fs_only, local_lock_only
 from launcher.job.events import (
     CheckpointFound,
     JobFailed,
@@ -40,7 +40,6 @@ from launcher.job.events import (
     SkippedCheckpoint,
 )
 from launcher.job.failures import TaskFailure, exit_code_for_signal
-from launcher.job.flock_lock import FlockLockFile
 from launcher.job.health import in_force
 from launcher.job.hooks import AttemptHooks
 from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
@@ -60,26 +59,6 @@ from worker.tfconfig import TaskId
 
 #: How long a restart waits for the previous attempt's ports to be released.
 PORT_FREE_WAIT_S = 5.0
-
-#: Opens file access to the host the chief runs on, for the time of a ``with`` (None: that host's
-#: files cannot be read).
-FSForHost = Callable[[HostPlan], AbstractContextManager[CheckpointFS | None]]
-
-
-#: The lock of the checkpoint directory ``directory`` on the chief's host, open for the time of a
-#: ``with`` (None: it cannot be locked there; the run goes on and says so).
-LockForHost = Callable[[HostPlan, str], AbstractContextManager[LockFile | None]]
-
-
-def local_fs_only(host: HostPlan) -> AbstractContextManager[CheckpointFS | None]:
-    return contextlib.nullcontext(LocalFS() if host.local else None)
-
-
-def local_lock_only(host: HostPlan, directory: str) -> AbstractContextManager[LockFile | None]:
-    """``flock`` for a local chief's directory; a remote one needs the composition root to pass
-    :func:`launcher.job.remote_lock.sftp_lock_file` over that host's SFTP."""
-    return contextlib.nullcontext(FlockLockFile(directory) if host.local else None)
-
 
 @dataclass
 class JobResult:
@@ -157,6 +136,7 @@ class Coordinator:
                         result = self._run_job(ports)
                     finally:
                         self._end_agents()
+                    self._tidy_checkpoint_dir()
                     self.run_dir.write_summary(self._summary(result, started))
                 except OSError as exc:
                     if not self.run_dir.caused(exc):
@@ -188,6 +168,14 @@ class Coordinator:
             record = HolderRecord.this_process(self.spec.name, str(self.run_dir.path))
             with held(lock, directory, record, self.console.warn):
                 yield
+
+    def _tidy_checkpoint_dir(self) -> None:
+        """Every task is gone: remove the copies non-chief tasks left (never the chief's)."""
+        preview = self.planner.preview()
+        if preview.checkpoint_dir is not None:
+            with self.checkpoint_fs(preview.chief_host) as fs, contextlib.suppress(OSError):
+                if fs is not None:
+                    remove_worker_temp_dirs(preview.checkpoint_dir, fs)
 
     def _summary(self, result: JobResult, started: float) -> dict[str, Any]:
         return {**job_summary(job=result.job, status=result.state.value, exit_code=result.exit_code,

@@ -314,3 +314,21 @@ def test_remove_worker_temp_dirs_with_nothing_to_remove(make: Callable[[Path], o
     before = sorted(p.name for p in directory.iterdir()) if directory.exists() else None
     assert remove_worker_temp_dirs(str(directory)) == []
     assert (sorted(p.name for p in directory.iterdir()) if directory.exists() else None) == before
+
+
+def test_the_preemption_handlers_copies_beside_the_directory_are_removed_and_no_one_elses(
+        tmp_path: Path) -> None:
+    """TF's PreemptionCheckpointHandler gives non-chief task i ``<parent>/workertemp_<i>/<base>``
+    (and leaves the directory after a run that was not preempted)."""
+    directory = manager_dir(tmp_path / "ckpt", steps=(1, 2))
+    manager_dir(tmp_path / "workertemp_1" / "ckpt", steps=(2,))  # a copy of this job's
+    (tmp_path / "workertemp_2").mkdir()  # what a run that was not preempted leaves
+    manager_dir(tmp_path / "workertemp_3" / "other-job", steps=(5,))  # another job's copy
+    (tmp_path / "workertemp_4").mkdir()
+    (tmp_path / "workertemp_4" / "notes.txt").write_text("not a checkpoint copy")
+
+    removed = remove_worker_temp_dirs(str(directory))
+
+    assert sorted(removed) == [f"{tmp_path}/workertemp_1", f"{tmp_path}/workertemp_2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "workertemp_3", "workertemp_4"]
+    assert latest_checkpoint(str(directory)).checkpoint == Checkpoint(prefix(directory, 2), 2)
