@@ -7,8 +7,9 @@ agent calls it again when its selector says the fd is writable).
 
 - **Control messages** (every type but ``Output``: hello, started, exited, heartbeat, terminated,
   report, progress, agent_error) go out before any queued ``Output`` and are never dropped. A
-  ``Heartbeat``, or a task's ``Progress``, that is still queued is replaced by a newer one: after
-  a stall the coordinator gets the current state, not a backlog of stale ones.
+  ``Heartbeat`` that is still queued is replaced by a newer one, and so is a task's ``Progress``
+  while the pipe to the coordinator is backed up: after a stall the coordinator gets the current
+  state, not a backlog of stale ones (otherwise every report goes: each carries metrics).
 - **Routine messages wait a little**: heartbeats and progress (but never a task's first step of
   an attempt, which times a restart) are held up to :data:`ROUTINE_HOLD_S` while nothing else is
   queued, so that the coordinator wakes once for many tasks' steps instead of once per step (64
@@ -94,7 +95,8 @@ class Outbox:
         entry = _Entry(message.encode(), key=key)
         if entry.key is not None:
             older = self._latest.get(entry.key)
-            if older is not None:
+            # a report carries metrics: replaced only when the coordinator's end is backed up
+            if older is not None and (self._sending or isinstance(message, Heartbeat)):
                 older.live = False
             self._latest[entry.key] = entry
             if not self._control:

@@ -65,23 +65,36 @@ def test_control_goes_first_and_an_exit_takes_only_its_own_output_along(
     ]
 
 
-def test_a_queued_heartbeat_or_progress_is_replaced_by_a_newer_one(
+def test_while_the_pipe_is_backed_up_heartbeats_and_progress_are_replaced_by_newer_ones(
         pipe: tuple[int, int]) -> None:
     read_end, write_end = pipe
     outbox = Outbox(write_end)
+    big = Output(task="a", stream="stdout", line="x" * 4 * fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ))
+    outbox.put(big)
+    outbox.write()  # nobody reads yet: the pipe is full, the rest of the line waits
     for message in (Heartbeat(ts=1.0), Progress(task="a", step=1, ts=1.0),
                     Progress(task="b", step=1, ts=1.0), Progress(task="a", step=2, ts=2.0),
                     Heartbeat(ts=2.0), Progress(task="a", step=3, ts=3.0)):
         outbox.put(message)
     # a task's first step is kept (it tells where the task began), later ones are replaced
-    assert drain(outbox, read_end) == [Progress(task="a", step=1, ts=1.0),
-                                       Progress(task="b", step=1, ts=1.0), Heartbeat(ts=2.0),
-                                       Progress(task="a", step=3, ts=3.0)]
+    assert [m for m in drain(outbox, read_end) if m != big] == [
+        Progress(task="a", step=1, ts=1.0), Progress(task="b", step=1, ts=1.0),
+        Heartbeat(ts=2.0), Progress(task="a", step=3, ts=3.0)]
     outbox.new_attempt()  # the next attempt's tasks begin again
     for step in (7, 8):
         outbox.put(Progress(task="a", step=step, ts=4.0))
     assert drain(outbox, read_end) == [Progress(task="a", step=7, ts=4.0),
                                        Progress(task="a", step=8, ts=4.0)]
+
+
+def test_without_a_backlog_every_report_goes_with_its_metrics(pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    outbox = Outbox(write_end)
+    reports = [Progress(task="a", step=step, ts=1.0, metrics={"loss": 1.0 / step})
+               for step in (1, 2, 3)]
+    for message in (*reports, Heartbeat(ts=1.0), Heartbeat(ts=2.0)):
+        outbox.put(message)  # all within the hold: they go out together
+    assert drain(outbox, read_end) == [*reports, Heartbeat(ts=2.0)]
 
 
 def test_output_nobody_reads_is_bounded_and_what_is_dropped_is_told(
