@@ -42,6 +42,8 @@ from launcher.ssh.errors import (
 from launcher.ssh.known_hosts import HostKeyStatus, Verdict
 
 DEFAULT_TRIES = 3
+#: How much longer than tfcluster's own wait paramiko's banner and handshake timers run.
+HANDSHAKE_TIMER_MARGIN_S = 1.0
 #: Longest a remote command run by tfcluster (a pre-flight probe) may take, seconds.
 COMMAND_TIMEOUT_S = 60.0
 #: How much of a remote command's output is read at a time, bytes.
@@ -262,7 +264,10 @@ def _establish(target: SshTarget, sock: socket.socket | paramiko.Channel,
 def _handshake(transport: paramiko.Transport, target: SshTarget, deadline: Deadline,
                options: ConnectOptions) -> None:
     budget = deadline.left(options.timeout_s)
-    transport.banner_timeout = transport.handshake_timeout = max(budget, MIN_TIMEOUT_S)
+    # paramiko's own timers run a little longer, so that a server that says nothing is told
+    # apart by the wait below ("no answer within"), not by whichever timer fires first
+    timers = max(budget, MIN_TIMEOUT_S) + HANDSHAKE_TIMER_MARGIN_S
+    transport.banner_timeout = transport.handshake_timeout = timers
     done = threading.Event()
     try:
         transport.start_client(event=done)
