@@ -16,6 +16,8 @@ from tests.jobs import Job, by, fake_spec, read_events, running, wait_until_gone
 pytestmark = pytest.mark.timeout(120)
 
 TRAIN = ["--steps", "60", "--step-time", "0.03", "--checkpoint-every", "10"]
+#: Slow enough that ckpt-40 comes 0.5 s after ckpt-30: the time to spoil ckpt-30 and kill a task.
+TRAIN_SLOWER = ["--steps", "60", "--step-time", "0.05", "--checkpoint-every", "10"]
 
 
 def job_spec(tmp_path: Path, name: str, args: list[str], **fields: Any) -> dict[str, Any]:
@@ -36,6 +38,16 @@ def kill_when_past(job: Job, task: str, step: int, sig: signal.Signals) -> float
     sent = time.time()
     os.kill(pid, sig)
     return sent
+
+
+def wait_for_checkpoint(directory: Path, step: int, job: Job, timeout: float = 30) -> None:
+    """Until the chief's state file names ``ckpt-<step>`` (written after its data and index)."""
+    deadline = time.monotonic() + timeout
+    state = directory / "checkpoint"
+    while f'"ckpt-{step}"' not in (state.read_text() if state.exists() else ""):
+        if job.proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"no ckpt-{step} in {directory}; stderr:\n{job.stderr}")
+        time.sleep(0.01)  # polling the directory for the file; not synchronisation by time
 
 
 def first_steps(events: list[dict[str, Any]], attempt: int) -> set[int]:
@@ -132,10 +144,10 @@ def test_a_stopped_worker_is_detected_as_hung_and_its_stacks_are_logged(tmp_path
 
 def test_a_corrupted_latest_checkpoint_falls_back_to_the_one_before(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
-    argv, run_dir = start(tmp_path, job_spec(tmp_path, "corrupt", TRAIN))
+    argv, run_dir = start(tmp_path, job_spec(tmp_path, "corrupt", TRAIN_SLOWER))
     with running(argv, run_dir, tmp_path) as job:
         pid = job.wait_event(by("task_started", task="worker:1"))["pid"]
-        job.wait_event(lambda e: e["event"] == "task_progress" and e["step"] >= 32)
+        wait_for_checkpoint(ckpt, 30, job)
         os.truncate(ckpt / "ckpt-30.data-00000-of-00001", 0)
         os.kill(pid, signal.SIGKILL)
         assert job.wait() == 0, job.stderr
@@ -147,11 +159,11 @@ def test_a_corrupted_latest_checkpoint_falls_back_to_the_one_before(tmp_path: Pa
 
 def test_a_checkpoint_that_fails_to_restore_is_marked_bad(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
-    argv, run_dir = start(tmp_path, job_spec(tmp_path, "badrestore", TRAIN,
+    argv, run_dir = start(tmp_path, job_spec(tmp_path, "badrestore", TRAIN_SLOWER,
                                              restart={"max_restarts": 3, "backoff_s": 0.05}))
     with running(argv, run_dir, tmp_path) as job:
         pid = job.wait_event(by("task_started", task="worker:2"))["pid"]
-        job.wait_event(lambda e: e["event"] == "task_progress" and e["step"] >= 32)
+        wait_for_checkpoint(ckpt, 30, job)
         (ckpt / "ckpt-30.data-00000-of-00001").write_text("garbage that is not empty\n")
         os.kill(pid, signal.SIGKILL)
         assert job.wait() == 0, job.stderr
