@@ -266,6 +266,25 @@ class Tfcluster:
                                  f"tfcluster exited (killed): {pids}")
 
 
+def failure_reason(run: CliRun, run_dir: Path) -> str:
+    """Why a tfcluster run failed, in one line: what the CLI said about an agent, the root cause
+    from ``events.jsonl`` and the last line of an agent's traceback, whichever exist."""
+    parts = [line.removeprefix("tfcluster: ").strip()
+             for line in (run.stdout + run.stderr).splitlines() if "agent on" in line][:1]
+    with contextlib.suppress(OSError, ValueError):
+        for event in read_events(run_dir):
+            cause = event.get("root_cause") if event.get("event") == "job_failed" else None
+            if isinstance(cause, dict):
+                parts.append(f"root cause {cause.get('task')} {cause.get('kind')}: "
+                             f"{cause.get('message') or cause.get('exit_code')}")
+    for log in sorted([*run_dir.glob("agents/*.log"), *run_dir.glob("attempt-*/agent-*.log")]):
+        text = log.read_text(encoding="utf-8", errors="replace")
+        if "Traceback" in text:
+            last = [line for line in text.splitlines() if line.strip()][-1]
+            parts.append(f"agent crashed ({log.name}): {last.strip()}")
+    return "; ".join(parts) or f"exit code {run.exit_code}, no further detail"
+
+
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 

@@ -1,4 +1,5 @@
-"""Launch overhead and failure-detection latency of ``tfcluster local``.
+"""Launch overhead of ``tfcluster local`` (and its failure-detection latency, from
+``exit_detection.py``).
 
 Run it with the project's interpreter (the tasks use the same one)::
 
@@ -7,7 +8,9 @@ Run it with the project's interpreter (the tasks use the same one)::
 Launch overhead. For every N in ``--sizes`` it starts, ``--repeats`` times each (interleaved):
 
 - ``tfcluster local -n N --quiet --run-dir <tmp> -- <python> -c <stamp> <file>`` as a subprocess of
-  this script, and
+  this script,
+- the agent alone (``agent_alone.py``): ``python -m worker.agent`` given at once the launch message
+  that this ``tfcluster local`` would send it, no coordinator at all, and
 - the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop, each in
   its own session as the agent starts its tasks (with Linux scheduler autogroups a session is a
   scheduling group, which on a busy host changes their CPU share a lot; ``--bare-same-session``
@@ -15,14 +18,9 @@ Launch overhead. For every N in ``--sizes`` it starts, ``--repeats`` times each 
 
 where ``<stamp>`` is a trivial entrypoint that appends ``time.time()`` and its task name to ``<file>``
 (``O_APPEND``, one short line, so concurrent writes never interleave) and exits 0. "All running" is the
-latest timestamp written minus the wall-clock time taken just before ``Popen`` (of the CLI, or of the
-first bare process). For tfcluster it also records the total time until the CLI exits.
-
-Failure detection. ``tfcluster local -n 4`` runs an entrypoint in which ``worker:2`` sleeps briefly,
-writes ``time.time()`` to a file and ``os._exit(3)``\\ s while the others sleep 30 s (tfcluster stops
-them itself when ``worker:2`` fails). From ``events.jsonl`` it reads the ``task_failed`` event: its
-``detection_latency_ms`` (task exit as the agent saw it -> coordinator recorded it) and, as an
-independent end-to-end figure, its ``ts`` minus the time the task wrote just before exiting.
+latest timestamp written minus the wall-clock time taken just before ``Popen`` (of the CLI, of the
+agent, or of the first bare process). For tfcluster it also records the total time until the CLI
+exits. The agent alone splits tfcluster's overhead into the agent's share and the coordinator's.
 
 Every process started here carries a marker env var (``BENCH_LAUNCH_MARKER``, unique per
 invocation; not ``TFCLUSTER_*``, which tfcluster keeps from its agents and tasks); at the end psutil
@@ -33,7 +31,6 @@ are removed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shlex
 import subprocess
@@ -44,30 +41,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_alone import agent_alone
 from common import (
     REPO,
     BenchmarkError,
-    CliRun,
     CommandLog,
-    Event,
     Tfcluster,
     default_tfcluster,
+    failure_reason,
     loadavg,
     median,
     new_marker,
-    percentile,
     progress,
-    read_events,
     scratch,
 )
+from exit_detection import (
+    FAILING_TASK,
+    DetectionSample,
+    detection_table,
+    detection_verdict,
+    measure_detection,
+)
 from machine import compile_bytecode
-from targets import DETECTION_P95_MS, LAUNCH_N, LAUNCH_RATIO
+from targets import LAUNCH_N, LAUNCH_RATIO
 
 MARKER_ENV = "BENCH_LAUNCH_MARKER"
 INDEX_ENV = "BENCH_LAUNCH_INDEX"
 RUN_TIMEOUT_S = 180.0
-FAILING_TASK = "worker:2"
-FAILING_EXIT_CODE = 3
 
 #: The trivial entrypoint: record when it runs (and who it is), exit 0. argv[1]: the stamp file.
 STAMP_CODE = """\
@@ -78,19 +78,6 @@ fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 os.write(fd, (repr(t) + ' ' + who + '\\n').encode())
 os.close(fd)
 """
-
-#: worker:2 sleeps argv[2] s, writes time.time() to argv[1] and exits 3; the others sleep 30 s.
-FAIL_CODE = """\
-import os, sys, time
-if os.environ.get('TFCLUSTER_TASK') == 'worker:2':
-    time.sleep(float(sys.argv[2]))
-    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    t = time.time()
-    os.write(fd, (repr(t) + '\\n').encode())
-    os._exit(3)
-time.sleep(30)
-"""
-
 
 # --- processes ----------------------------------------------------------------------------------
 
@@ -117,25 +104,6 @@ def check_stamps(path: Path, n: int, what: str) -> float:
         raise BenchmarkError(f"{what}: expected {n} distinct stamps, got {len(stamps)} "
                              f"from {len(names)} task(s)")
     return max(t for t, _ in stamps)
-
-
-def failure_reason(run: CliRun, run_dir: Path) -> str:
-    """Why a tfcluster run failed, in one line: what the CLI said about an agent, the root cause
-    from ``events.jsonl`` and the last line of an agent's traceback, whichever exist."""
-    parts = [line.removeprefix("tfcluster: ").strip()
-             for line in (run.stdout + run.stderr).splitlines() if "agent on" in line][:1]
-    with contextlib.suppress(OSError, ValueError):
-        for event in read_events(run_dir):
-            cause = event.get("root_cause") if event.get("event") == "job_failed" else None
-            if isinstance(cause, dict):
-                parts.append(f"root cause {cause.get('task')} {cause.get('kind')}: "
-                             f"{cause.get('message') or cause.get('exit_code')}")
-    for log in sorted([*run_dir.glob("agents/*.log"), *run_dir.glob("attempt-*/agent-*.log")]):
-        text = log.read_text(encoding="utf-8", errors="replace")
-        if "Traceback" in text:
-            last = [line for line in text.splitlines() if line.strip()][-1]
-            parts.append(f"agent crashed ({log.name}): {last.strip()}")
-    return "; ".join(parts) or f"exit code {run.exit_code}, no further detail"
 
 
 # --- launch overhead ----------------------------------------------------------------------------
@@ -174,20 +142,24 @@ def bare_popen(cli: Tfcluster, n: int, work: Path, new_session: bool = True) -> 
     return LaunchSample(check_stamps(out, n, f"bare Popen N={n}") - started, ended - started)
 
 
-def run_cli(cli: Tfcluster, args: Sequence[str], work: Path, run_dir: Path) -> CliRun:
-    return cli.run(args, work, timeout_s=RUN_TIMEOUT_S, run_dir=run_dir)
-
-
 def tfcluster_local(cli: Tfcluster, n: int, work: Path) -> LaunchSample:
     """``tfcluster local -n N`` of the trivial entrypoint."""
     out = work / "stamps"
     args = ["local", "-n", str(n), "--quiet", "--run-dir", str(work / "run"), "--",
             sys.executable, "-c", STAMP_CODE, str(out)]
-    run = run_cli(cli, args, work, work / "run")
+    run = cli.run(args, work, timeout_s=RUN_TIMEOUT_S, run_dir=work / "run")
     if run.exit_code != 0:
         raise BenchmarkError(f"exit {run.exit_code}: {failure_reason(run, work / 'run')}")
     latest = check_stamps(out, n, f"tfcluster N={n}")
     return LaunchSample(latest - run.started_at, run.ended_at - run.started_at)
+
+
+def agent_only(cli: Tfcluster, n: int, work: Path) -> LaunchSample:
+    """The agent alone, given the launch of ``tfcluster local -n N`` of the trivial entrypoint
+    (``agent_alone.py``); its total is until it had reported every exit."""
+    out = work / "stamps"
+    started, done = agent_alone(cli, n, [sys.executable, "-c", STAMP_CODE, str(out)], work)
+    return LaunchSample(check_stamps(out, n, f"agent alone N={n}") - started, done - started)
 
 
 @dataclass
@@ -195,6 +167,7 @@ class SizeResult:
     n: int
     bare: list[LaunchSample] = field(default_factory=list)
     tfcluster: list[LaunchSample] = field(default_factory=list)
+    agent: list[LaunchSample] = field(default_factory=list)  # the agent alone
     errors: list[str] = field(default_factory=list)  # why tfcluster runs of this size failed
 
     @property
@@ -213,6 +186,10 @@ class SizeResult:
     def ratio(self) -> float:
         return self.tf_running / self.bare_running
 
+    @property
+    def agent_running(self) -> float | None:
+        return median(s.all_running_s for s in self.agent) if self.agent else None
+
 
 def measure_launch(cli: Tfcluster, sizes: Sequence[int], repeats: int, tmp: Path, *,
                    new_session: bool = True) -> list[SizeResult]:
@@ -227,6 +204,13 @@ def measure_launch(cli: Tfcluster, sizes: Sequence[int], repeats: int, tmp: Path
         for repeat in range(repeats):
             with scratch(tmp, f"bare-{n}-") as work:
                 result.bare.append(bare_popen(cli, n, work, new_session))
+            with scratch(tmp, f"agent-{n}-") as work:
+                try:
+                    result.agent.append(agent_only(cli, n, work))
+                except BenchmarkError as exc:
+                    result.errors.append(str(exc))
+                    progress(f"N={n} repeat {repeat + 1}/{repeats}: {exc}")
+                    cli.kill_leftovers()
             with scratch(tmp, f"tf-{n}-") as work:
                 try:
                     result.tfcluster.append(tfcluster_local(cli, n, work))
@@ -235,66 +219,11 @@ def measure_launch(cli: Tfcluster, sizes: Sequence[int], repeats: int, tmp: Path
                     progress(f"N={n} repeat {repeat + 1}/{repeats}: tfcluster failed: {exc}")
                     cli.kill_leftovers()
                     continue
+            agent = f", agent alone {result.agent[-1].all_running_s:.3f}s" if result.agent else ""
             progress(f"N={n} repeat {repeat + 1}/{repeats}: bare {result.bare[-1].all_running_s:.3f}s,"
                      f" tfcluster {result.tfcluster[-1].all_running_s:.3f}s "
-                     f"(exit after {result.tfcluster[-1].total_s:.3f}s)")
+                     f"(exit after {result.tfcluster[-1].total_s:.3f}s){agent}")
     return results
-
-
-# --- failure detection --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DetectionSample:
-    detection_latency_ms: float  # the task_failed event's own figure (agent saw exit -> recorded)
-    end_to_end_ms: float  # task_failed ts - time the task wrote just before os._exit
-    exit_to_agent_ms: float  # died_at (the agent's clock at reaping) - time the task wrote
-    cli_exit_s: float  # from the task's exit until tfcluster itself had exited
-
-
-def detection_run(cli: Tfcluster, work: Path, sleep_s: float) -> DetectionSample:
-    run_dir, stamp = work / "run", work / "exit-stamp"
-    args = ["local", "-n", "4", "--quiet", "--run-dir", str(run_dir), "--",
-            sys.executable, "-c", FAIL_CODE, str(stamp), str(sleep_s)]
-    run = run_cli(cli, args, work, run_dir)
-    if run.exit_code != FAILING_EXIT_CODE:
-        raise BenchmarkError(f"failure drill: tfcluster exited {run.exit_code}, expected "
-                             f"{FAILING_EXIT_CODE}: {failure_reason(run, run_dir)}")
-    leftovers = cli.leftovers()
-    if leftovers:
-        raise BenchmarkError(f"failure drill: tfcluster left {len(leftovers)} process(es) "
-                             f"running: {[p.pid for p in leftovers]}")
-    failed = [e for e in read_events(run_dir) if e.get("event") == "task_failed"]
-    if [e.get("task") for e in failed] != [FAILING_TASK]:
-        raise BenchmarkError(f"failure drill: expected one task_failed for {FAILING_TASK}, got "
-                             f"{[e.get('task') for e in failed]}")
-    event: Event = failed[0]
-    exited_at = float(stamp.read_text(encoding="utf-8").split()[0])
-    return DetectionSample(
-        detection_latency_ms=float(event["detection_latency_ms"]),
-        end_to_end_ms=(float(event["ts"]) - exited_at) * 1000,
-        exit_to_agent_ms=(float(event["died_at"]) - exited_at) * 1000,
-        cli_exit_s=run.ended_at - exited_at,
-    )
-
-
-def measure_detection(cli: Tfcluster, runs: int, tmp: Path, sleep_s: float, *,
-                      errors: list[str]) -> list[DetectionSample]:
-    """The samples of the runs that behaved; the others' reasons are appended to ``errors``."""
-    samples: list[DetectionSample] = []
-    for index in range(runs):
-        with scratch(tmp, "detect-") as work:
-            try:
-                samples.append(detection_run(cli, work, sleep_s))
-            except BenchmarkError as exc:
-                errors.append(str(exc))
-                progress(f"detection run {index + 1}/{runs}: {exc}")
-                cli.kill_leftovers()
-                continue
-        last = samples[-1]
-        progress(f"detection run {index + 1}/{runs}: detection_latency_ms "
-                 f"{last.detection_latency_ms:.2f}, end-to-end {last.end_to_end_ms:.2f} ms")
-    return samples
 
 
 # --- report -------------------------------------------------------------------------------------
@@ -306,51 +235,26 @@ def launch_table(results: Sequence[SizeResult], repeats: int, new_session: bool)
         f"{'each in its own session' if new_session else 'in one session'})",
         "",
         "| N | bare Popen loop (median s) | tfcluster to all running (median s) | ratio "
-        "| tfcluster total (median s) |",
-        "|---:|---:|---:|---:|---:|",
+        "| tfcluster total (median s) | agent alone to all running (median s) | its ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
+        agent = r.agent_running
+        alone = "| - | - |" if agent is None else f"| {agent:.3f} | {agent / r.bare_running:.2f} |"
         if r.tfcluster:
             partial = f" ({len(r.errors)} of {repeats} failed)" if r.errors else ""
             lines.append(f"| {r.n} | {r.bare_running:.3f} | {r.tf_running:.3f}{partial} "
-                         f"| {r.ratio:.2f} | {r.tf_total:.3f} |")
+                         f"| {r.ratio:.2f} | {r.tf_total:.3f} {alone}")
         else:
             lines.append(f"| {r.n} | {r.bare_running:.3f} | FAILED ({len(r.errors)} of {repeats}) "
-                         f"| - | - |")
+                         f"| - | - {alone}")
     failed = [r for r in results if r.errors]
     if failed:
         lines.append("")
     for r in failed:
         for error in dict.fromkeys(r.errors):  # distinct reasons, in order
             times = r.errors.count(error)
-            lines.append(f"- N={r.n}: tfcluster failed{f' {times}x' if times > 1 else ''}: {error}")
-    return lines
-
-
-def detection_table(samples: Sequence[DetectionSample], errors: Sequence[str]) -> list[str]:
-    rows: list[tuple[str, list[float], str]] = [
-        ("`detection_latency_ms` (agent saw exit -> coordinator recorded)",
-         [s.detection_latency_ms for s in samples], f"p95 {DETECTION_P95_MS.text}"),
-        ("end-to-end (task `time.time()` before `os._exit` -> `task_failed` ts)",
-         [s.end_to_end_ms for s in samples], ""),
-        ("part of it: task exit -> agent reaped it (`died_at`)",
-         [s.exit_to_agent_ms for s in samples], ""),
-        ("task exit -> tfcluster CLI exited (teardown of the sleepers)",
-         [s.cli_exit_s * 1000 for s in samples], ""),
-    ]
-    lines = [
-        f"### Failure detection (tfcluster local -n 4, {FAILING_TASK} exits {FAILING_EXIT_CODE}; "
-        f"{len(samples)} runs)",
-        "",
-        "| metric | p50 (ms) | p95 (ms) | max (ms) | target |",
-        "|---|---:|---:|---:|---|",
-    ]
-    for name, values, target in rows:
-        lines.append(f"| {name} | {percentile(values, 50):.2f} | {percentile(values, 95):.2f} "
-                     f"| {max(values):.2f} | {target} |")
-    if errors:
-        lines.append("")
-        lines += [f"- failed run (not counted): {error}" for error in errors]
+            lines.append(f"- N={r.n}: failed{f' {times}x' if times > 1 else ''}: {error}")
     return lines
 
 
@@ -369,9 +273,7 @@ def launch_verdict(results: Sequence[SizeResult]) -> str:
 def verdicts(results: Sequence[SizeResult], samples: Sequence[DetectionSample]) -> list[str]:
     lines = ["### Targets", "", f"- {launch_verdict(results)}"]
     if samples:
-        p95 = percentile([s.detection_latency_ms for s in samples], 95)
-        lines.append(f"- {DETECTION_P95_MS.what} {DETECTION_P95_MS.text}: {p95:.2f} ms -> "
-                     f"{DETECTION_P95_MS.verdict(p95)}")
+        lines.append(f"- {detection_verdict(samples)}")
     return lines
 
 

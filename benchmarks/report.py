@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import coordinator_load
+import exit_detection
 import launch_overhead
 import recovery
 import throughput
@@ -64,7 +65,7 @@ class Measured:
     """Everything measured, and per section what could not be (and why)."""
 
     launch: list[launch_overhead.SizeResult] = field(default_factory=list)
-    exit_detection: list[launch_overhead.DetectionSample] = field(default_factory=list)
+    exit_detection: list[exit_detection.DetectionSample] = field(default_factory=list)
     exit_detection_errors: list[str] = field(default_factory=list)
     local: list[recovery.Results] = field(default_factory=list)  # trivial job: cold [, warm]
     ssh: list[recovery.Results] = field(default_factory=list)
@@ -168,7 +169,10 @@ def launch_section(m: Measured, sizes: Sizes) -> list[str]:
              "`tfcluster local -n N --quiet -- python -c \"$STAMP_CODE\" FILE` from `Popen` until "
              "every task has appended its `time.time()` to FILE, against the same N processes "
              "from a bare `subprocess.Popen` loop (each in its own session, as the agent starts "
-             "them); sizes interleaved, one uncounted warm-up of each first.", ""]
+             "them); sizes interleaved, one uncounted warm-up of each first. \"Agent alone\" is "
+             "`python -m worker.agent` given at once the launch message that this `tfcluster "
+             "local` sends its agent, with no coordinator at all: the part of the overhead that "
+             "is the agent's (its own interpreter start included).", ""]
     if m.launch:
         lines += launch_overhead.launch_table(m.launch, sizes.launch_repeats, True)
     if LAUNCH_N in sizes.launch_sizes:
@@ -192,7 +196,7 @@ def detection_section(m: Measured) -> list[str]:
             drills, "### SIGKILL of worker:1 by the drill (the agent sends it)")
         lines.append("")
     if m.exit_detection:
-        lines += launch_overhead.detection_table(m.exit_detection, m.exit_detection_errors)
+        lines += exit_detection.detection_table(m.exit_detection, m.exit_detection_errors)
         lines.append("")
     lines += recovery.error_lines(drills)
     return lines

@@ -6,11 +6,11 @@ Run it with the project's interpreter (the tasks use the same one)::
     .venv/bin/python benchmarks/run_all.py [--quick] [--no-tf] [--skip-ssh] [--out benchmarks/RESULTS.md]
 
 1. launch overhead: ``tfcluster local -n N`` until every task runs, against a bare ``Popen`` loop,
-   N = 1, 8, 64, 256 (``launch_overhead.py``);
+   N = 1, 8, 64, 256, and the agent alone given the same launch (``launch_overhead.py``);
 2. failure detection, task death -> the coordinator knows (``task_failed.detection_latency_ms``) and
    end to end from the kill, by ``tfcluster drill --fault kill`` of a trivial 2-task job (the fake
    trainer), locally and over SSH to a throwaway sshd on 127.0.0.1 (``ssh_host.py``), plus a task's
-   own ``os._exit`` -> ``task_failed`` (``launch_overhead.py``);
+   own ``os._exit`` -> ``task_failed`` (``exit_detection.py``);
 3. restart latency of those drills (``restart.backoff_s: 0``): death -> every task of the next
    attempt started, and their recovery (death -> first step after the restart) broken down into
    detect, stop, plan, spawn, import and first step (``recovery.py``);
@@ -48,6 +48,7 @@ from pathlib import Path
 from types import FrameType
 
 import coordinator_load
+import exit_detection
 import launch_overhead
 import recovery
 import throughput
@@ -148,8 +149,8 @@ def measure_all(cli: Tfcluster, sizes: Sizes, args: argparse.Namespace, tmp: Pat
         m.local = recovery.measure(trivial, variants(cli, trivial, warm), sizes.drills, 0.0,
                                    tmp=tmp, cold=False)
 
-    def exit_detection() -> None:
-        m.exit_detection = launch_overhead.measure_detection(
+    def own_exits() -> None:
+        m.exit_detection = exit_detection.measure_detection(
             cli, sizes.exit_detections, tmp, 0.5, errors=m.exit_detection_errors)
 
     def ssh_drills() -> None:
@@ -177,7 +178,7 @@ def measure_all(cli: Tfcluster, sizes: Sizes, args: argparse.Namespace, tmp: Pat
     attempt(m, LAUNCH, "launch overhead", launch)
     attempt(m, WARM_SPARES, "warm spares probe (tfcluster validate)", probe)
     attempt(m, DETECTION, "drills of the trivial 2-task job, local", local_drills)
-    attempt(m, DETECTION, "failure detection from the task's own exit", exit_detection)
+    attempt(m, DETECTION, "failure detection from the task's own exit", own_exits)
     if args.skip_ssh:
         m.note(DETECTION, "- over SSH: skipped (--skip-ssh)")
     else:
@@ -248,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     began, started = datetime.datetime.now().astimezone(), time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tfcluster-run-all-") as tmp:
         commands = CommandLog(root=Path(tmp), marker=marker, aliases={
-            launch_overhead.STAMP_CODE: '"$STAMP_CODE"', launch_overhead.FAIL_CODE: '"$FAIL_CODE"'})
+            launch_overhead.STAMP_CODE: '"$STAMP_CODE"', exit_detection.FAIL_CODE: '"$FAIL_CODE"'})
         cli = Tfcluster(tuple(args.tfcluster), MARKER_ENV, marker, commands)
         progress(f"tfcluster: {shlex.join(args.tfcluster)}; marker {MARKER_ENV}={marker}; "
                  f"report: {args.out}")

@@ -52,9 +52,9 @@ def draw(results: Sequence[ScenarioResult], path: Path) -> Path | None:
             if e["event"] == EventType.ATTEMPT_STARTED and int(e["attempt"]) > 0:
                 ax.axvline(float(e["ts"]) - start, color="grey", linestyle=":", linewidth=1.2)
         title = result.name if result.repeat == 0 else f"{result.name} #{result.repeat + 1}"
-        verdict = "passed" if result.passed else "FAILED"
+        verdict = "drill passed" if result.passed else "drill FAILED"
         ax.set_title(f"{title}: {result.figures.outcome}, {result.figures.restarts} restart(s), "
-                     f"result {result.verdict.check.value} ({verdict})", fontsize=10)
+                     f"result {result.verdict.check.value}; {verdict}", fontsize=10)
         ax.set_ylabel("step")
         ax.grid(alpha=0.3)
         if tasks:
