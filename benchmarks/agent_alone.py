@@ -91,7 +91,11 @@ def agent_alone(cli: Tfcluster, n: int, argv: list[str], work: Path) -> tuple[fl
                              f"{'; its log ends: ' + said[-1] if said else ''})")
     failed = [e for e in exits if e.get("exit_code") != 0]
     if failed:
-        raise BenchmarkError(f"agent alone N={n}: {len(failed)} task(s) failed, e.g. {failed[0]}")
+        first = failed[0]
+        how = f"signal {first['signal']}" if first.get("signal") else f"exit {first['exit_code']}"
+        why = f": {first['error']}" if first.get("error") else ""
+        raise BenchmarkError(f"agent alone N={n}: {len(failed)} task(s) failed, "
+                             f"{first['task']} with {how}{why}")
     return started, done
 
 

@@ -31,13 +31,14 @@ are removed.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,7 +150,8 @@ def tfcluster_local(cli: Tfcluster, n: int, work: Path) -> LaunchSample:
             sys.executable, "-c", STAMP_CODE, str(out)]
     run = cli.run(args, work, timeout_s=RUN_TIMEOUT_S, run_dir=work / "run")
     if run.exit_code != 0:
-        raise BenchmarkError(f"exit {run.exit_code}: {failure_reason(run, work / 'run')}")
+        raise BenchmarkError(f"tfcluster N={n}: exit {run.exit_code}: "
+                             f"{failure_reason(run, work / 'run')}")
     latest = check_stamps(out, n, f"tfcluster N={n}")
     return LaunchSample(latest - run.started_at, run.ended_at - run.started_at)
 
@@ -202,28 +204,35 @@ def measure_launch(cli: Tfcluster, sizes: Sequence[int], repeats: int, tmp: Path
         result = SizeResult(n)
         results.append(result)
         for repeat in range(repeats):
+            said = f"N={n} repeat {repeat + 1}/{repeats}"
             with scratch(tmp, f"bare-{n}-") as work:
                 result.bare.append(bare_popen(cli, n, work, new_session))
             with scratch(tmp, f"agent-{n}-") as work:
-                try:
-                    result.agent.append(agent_only(cli, n, work))
-                except BenchmarkError as exc:
-                    result.errors.append(str(exc))
-                    progress(f"N={n} repeat {repeat + 1}/{repeats}: {exc}")
-                    cli.kill_leftovers()
+                agent = _counted(cli, result, said, functools.partial(agent_only, cli, n, work))
             with scratch(tmp, f"tf-{n}-") as work:
-                try:
-                    result.tfcluster.append(tfcluster_local(cli, n, work))
-                except BenchmarkError as exc:
-                    result.errors.append(str(exc))
-                    progress(f"N={n} repeat {repeat + 1}/{repeats}: tfcluster failed: {exc}")
-                    cli.kill_leftovers()
-                    continue
-            agent = f", agent alone {result.agent[-1].all_running_s:.3f}s" if result.agent else ""
-            progress(f"N={n} repeat {repeat + 1}/{repeats}: bare {result.bare[-1].all_running_s:.3f}s,"
-                     f" tfcluster {result.tfcluster[-1].all_running_s:.3f}s "
-                     f"(exit after {result.tfcluster[-1].total_s:.3f}s){agent}")
+                tf = _counted(cli, result, said,
+                              functools.partial(tfcluster_local, cli, n, work))
+            if agent is not None:
+                result.agent.append(agent)
+            if tf is not None:
+                result.tfcluster.append(tf)
+                alone = "" if agent is None else f", agent alone {agent.all_running_s:.3f}s"
+                progress(f"{said}: bare {result.bare[-1].all_running_s:.3f}s, tfcluster "
+                         f"{tf.all_running_s:.3f}s (exit after {tf.total_s:.3f}s){alone}")
     return results
+
+
+def _counted(cli: Tfcluster, result: SizeResult, said: str,
+             run: Callable[[], LaunchSample]) -> LaunchSample | None:
+    """``run()``'s sample; None if it failed, its reason then counted in ``result.errors`` and
+    anything it left killed."""
+    try:
+        return run()
+    except BenchmarkError as exc:
+        result.errors.append(str(exc))
+        progress(f"{said}: failed: {exc}")
+        cli.kill_leftovers()
+        return None
 
 
 # --- report -------------------------------------------------------------------------------------
