@@ -40,7 +40,9 @@ def run_spec(tmp_path: Path) -> tuple[list[str], Path]:
     return ["run", str(SPEC)], tmp_path / "ckpt"
 
 
-@pytest.fixture(scope="module")
+# Session, not module, scope: under xdist other modules' tests run between this module's, and
+# pytest would build a module fixture (a whole TensorFlow run) again after each of them.
+@pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Finished:
     """The uninterrupted run, shared: its weights hash is what every other run must end with."""
     tmp_path = tmp_path_factory.mktemp("reference")

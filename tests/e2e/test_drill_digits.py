@@ -20,7 +20,9 @@ SPEC = REPO / "cluster_specs" / "drills" / "digits-job.yaml"
 CHECKPOINT_EVERY = 50  # as in the spec
 
 
-@pytest.fixture(scope="module")
+# Session, not module, scope: under xdist other modules' tests run between this module's, and
+# pytest would build a module fixture (a whole TensorFlow run) again after each of them.
+@pytest.fixture(scope="session")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One uninterrupted run of the spec, for every drill here (``--baseline-from``)."""
     root = tmp_path_factory.mktemp("baseline")

@@ -81,7 +81,9 @@ def preempted_run(tmp_path: Path, spec: Path) -> tuple[Finished, float]:
     return finished(job, ckpt), signalled_at
 
 
-@pytest.fixture(scope="module")
+# Session, not module, scope: under xdist other modules' tests run between this module's, and
+# pytest would build a module fixture (a whole TensorFlow run) again after each of them.
+@pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Finished:
     tmp_path = tmp_path_factory.mktemp("reference")
     ckpt = tmp_path / "ckpt"

@@ -34,7 +34,9 @@ def report(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-@pytest.fixture(scope="module")
+# Session, not module, scope: under xdist other modules' tests run between this module's, and
+# pytest would run a module fixture's job again after each of them.
+@pytest.fixture(scope="session")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One run without faults whose result every drill here must end with."""
     tmp_path = tmp_path_factory.mktemp("baseline")
