@@ -142,3 +142,13 @@ def running(argv: list[str], run_dir: Path, cwd: Path) -> Iterator[Job]:
         if job.proc.poll() is None:
             job.kill_all()
         procs.kill_all(job.processes(), timeout=None)
+
+
+def wait_for_checkpoint(directory: Path, step: int, job: Job, timeout: float = 30) -> None:
+    """Until the chief's state file names ``ckpt-<step>`` (written after its data and index)."""
+    deadline = time.monotonic() + timeout
+    state = directory / "checkpoint"
+    while f'"ckpt-{step}"' not in (state.read_text() if state.exists() else ""):
+        if job.proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"no ckpt-{step} in {directory}; stderr:\n{job.stderr}")
+        time.sleep(0.01)  # polling the directory for the file; not synchronisation by time

@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from tests.jobs import Job, by, fake_spec, read_events, running, wait_until_gone, write_spec
+from tests.jobs import (
+    Job,
+    by,
+    fake_spec,
+    read_events,
+    running,
+    wait_for_checkpoint,
+    wait_until_gone,
+    write_spec,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,16 +47,6 @@ def kill_when_past(job: Job, task: str, step: int, sig: signal.Signals) -> float
     sent = time.time()
     os.kill(pid, sig)
     return sent
-
-
-def wait_for_checkpoint(directory: Path, step: int, job: Job, timeout: float = 30) -> None:
-    """Until the chief's state file names ``ckpt-<step>`` (written after its data and index)."""
-    deadline = time.monotonic() + timeout
-    state = directory / "checkpoint"
-    while f'"ckpt-{step}"' not in (state.read_text() if state.exists() else ""):
-        if job.proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"no ckpt-{step} in {directory}; stderr:\n{job.stderr}")
-        time.sleep(0.01)  # polling the directory for the file; not synchronisation by time
 
 
 def first_steps(events: list[dict[str, Any]], attempt: int) -> set[int]:

@@ -191,13 +191,21 @@ def test_coordinator_sigkill_leaves_no_task_on_any_node(slurm: SlurmCluster,
                                                          tmp_path: Path) -> None:
     spec = spec_file(tmp_path, "orphans", args=["--steps", "1000", "--step-time", "0.05"])
     run_dir = tmp_path / "run"
-    job = subprocess.Popen(salloc(3, *tfcluster("run", str(spec), "--run-dir", str(run_dir),
-                                                "--quiet")),
-                           env=slurm.env, cwd=REPO, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+    said = tmp_path / "salloc.out"
+    with said.open("wb") as out:
+        job = subprocess.Popen(salloc(3, *tfcluster("run", str(spec), "--run-dir", str(run_dir),
+                                                    "--quiet")),
+                               env=slurm.env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+
+    def all_reported() -> bool:
+        if job.poll() is not None:
+            raise AssertionError(f"the job ended (exit {job.returncode}) before every task "
+                                 f"reported: {said.read_text(errors='replace')[-2000:]}")
+        return len({e["task"] for e in of(read_events(run_dir), "task_progress")}) == 3
+
     try:
-        wait_for("every task to report", lambda: len({e["task"] for e in of(
-            read_events(run_dir), "task_progress")}) == 3)
+        # the nodes' agents start as job steps: slow when the other worker runs TensorFlow
+        wait_for("every task to report", all_reported, timeout=90)
         coordinator = [p for p in psutil.Process(job.pid).children()
                        if "launcher" in p.cmdline()]
         assert len(coordinator) == 1

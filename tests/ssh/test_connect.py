@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import paramiko
+import psutil
 import pytest
 
 from launcher.plan.planner import HostPlan
@@ -23,6 +24,7 @@ from launcher.ssh.errors import (
     UnknownHostKeyError,
     UnreachableError,
 )
+from tests.procs import wait_until_empty
 from tests.ssh.remote import SSH_HOST
 from tests.ssh.sshd import (
     HOST,
@@ -43,6 +45,11 @@ def plan(port: int, key: Path, known_hosts: Path, name: str = SSH_HOST) -> HostP
 
 
 def connections_seen(sshd: Sshd) -> int:
+    """How many connections sshd has logged, counted once every connection it accepted is over:
+    each is logged by a process of its own, which may write late on a loaded machine."""
+    server = psutil.Process(sshd.proc.pid)
+    left = wait_until_empty(lambda: server.children(recursive=True), timeout=10)
+    assert left == [], f"sshd still serves {len(left)} connection(s)"
     return sshd.log.count("Connection from ")
 
 
