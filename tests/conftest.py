@@ -19,6 +19,9 @@ _TF_SECOND = {"test_amp_accumulate.py", "test_saving.py", "test_resumable_input.
               "test_keras_fit.py", "test_metrics_keras.py", "test_gpu.py"}
 
 
+# tryfirst: xdist's own hook turns the xdist_group markers into the groups, and it ran before
+# this one, so no test was grouped (each "serial" group was spread over both workers).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         folder = item.path.parent.name
