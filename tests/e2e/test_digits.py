@@ -40,8 +40,8 @@ def run_spec(tmp_path: Path) -> tuple[list[str], Path]:
     return ["run", str(SPEC)], tmp_path / "ckpt"
 
 
-# Session, not module, scope: under xdist other modules' tests run between this module's, and
-# pytest would build a module fixture (a whole TensorFlow run) again after each of them.
+# Session scope: built once per xdist worker, even where other modules' tests run between
+# this module's (a module fixture is built again after them).
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Finished:
     """The uninterrupted run, shared: its weights hash is what every other run must end with."""

@@ -20,8 +20,8 @@ SPEC = REPO / "cluster_specs" / "drills" / "digits-job.yaml"
 CHECKPOINT_EVERY = 50  # as in the spec
 
 
-# Session, not module, scope: under xdist other modules' tests run between this module's, and
-# pytest would build a module fixture (a whole TensorFlow run) again after each of them.
+# Session scope: built once per xdist worker, even where other modules' tests run between
+# this module's (a module fixture is built again after them).
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One uninterrupted run of the spec, for every drill here (``--baseline-from``)."""

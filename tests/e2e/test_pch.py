@@ -81,8 +81,8 @@ def preempted_run(tmp_path: Path, spec: Path) -> tuple[Finished, float]:
     return finished(job, ckpt), signalled_at
 
 
-# Session, not module, scope: under xdist other modules' tests run between this module's, and
-# pytest would build a module fixture (a whole TensorFlow run) again after each of them.
+# Session scope: built once per xdist worker, even where other modules' tests run between
+# this module's (a module fixture is built again after them).
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Finished:
     tmp_path = tmp_path_factory.mktemp("reference")

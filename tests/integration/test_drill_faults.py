@@ -34,8 +34,8 @@ def report(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-# Session, not module, scope: under xdist other modules' tests run between this module's, and
-# pytest would run a module fixture's job again after each of them.
+# Session scope: built once per xdist worker, even where other modules' tests run between
+# this module's (a module fixture is built again after them).
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One run without faults whose result every drill here must end with."""
