@@ -1,52 +1,33 @@
-"""The launch of ``tfcluster local -n N`` with the coordinator taken away: only the host's agent.
+"""The launch of ``tfcluster local -n N`` taken apart: the agent alone, and the least coordinator.
 
-``python -m worker.agent`` is started the way tfcluster starts a local agent, and the very
-``Launch`` message that ``tfcluster local -n N -- <python> -c <stamp> <file>`` would send it (built
-by this checkout's own spec loading and planner) is written to its stdin at once. The figure is
-the latest task's stamp minus the time just before the agent's ``Popen``: what the agent costs by
-itself (its interpreter start, imports, and per task ``setpriv``, pipes, process table and
-reports), so that ``tfcluster to all running - agent alone`` is the coordinator's share of the
-launch overhead.
+- **The agent alone.** ``python -m worker.agent`` is started the way tfcluster starts a local
+  agent, and the very ``Launch`` message that ``tfcluster local -n N -- <python> -c <stamp>
+  <file>`` would send it (built by this checkout's own spec loading and planner) is written to
+  its stdin at once. No coordinator runs. The figure is the latest task's stamp minus the time
+  just before the agent's ``Popen``: what the agent costs by itself (its interpreter start,
+  imports, and per task ``setpriv``, pipes, process table and reports). So ``tfcluster to all
+  running - agent alone`` is the coordinator's share of the launch overhead.
+- **The least coordinator** (``least_coordinator.py``): a process that does only what a
+  coordinator must do before the first task runs. It starts the agent, parses the command line,
+  validates the spec, plans and sends the launch. It is timed from its ``Popen`` to the latest
+  stamp, like tfcluster. Its ratio to the bare loop is a floor for tfcluster's.
 
-It is always this checkout's agent and planner (with this interpreter), whatever ``--tfcluster``
-names. The agent carries the benchmark's marker, and so do its tasks.
+Both are always this checkout's agent and planner (with this interpreter), whatever
+``--tfcluster`` names. The agent carries the benchmark's marker, and so do its tasks.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
 
-from common import REPO, BenchmarkError, Tfcluster
+from common import REPO, RUN_TIMEOUT_S, BenchmarkError, Tfcluster
+from least_coordinator import check_exits, launch_line, read_exits
 
-#: How long one agent-alone run may take before it is killed.
-RUN_TIMEOUT_S = 180.0
-_EXITED = b'"type":"exited"'
-
-
-def launch_line(n: int, argv: list[str], run_dir: Path) -> bytes:
-    """The ``Launch`` that ``tfcluster local -n N --run-dir RUN_DIR -- ARGV`` sends its agent, as
-    the JSON line on the wire (ports allocated now and released at once, as in ``tfcluster plan``)."""
-    from launcher.cli.compose import planner_for
-    from launcher.cli.parser import build_parser
-    from launcher.cli.verbs import local_spec_data
-    from launcher.plan.ports import PortAllocator
-    from launcher.spec.loading import spec_from_dict
-
-    args = build_parser().parse_args(["local", "-n", str(n), "--quiet", "--run-dir",
-                                      str(run_dir), "--", *argv])
-    spec = spec_from_dict(local_spec_data(args), source="benchmark: agent alone")
-    planner = planner_for(spec, str(run_dir))
-    with PortAllocator() as allocator:
-        wanted = planner.ports_to_allocate
-        plan = planner.plan(0, dict(zip(wanted, allocator.allocate(len(wanted)), strict=True)))
-    (host,) = plan.hosts
-    return plan.launch_message(host).encode()
+LEAST_COORDINATOR = Path(__file__).resolve().with_name("least_coordinator.py")
 
 
 def agent_alone(cli: Tfcluster, n: int, argv: list[str], work: Path) -> tuple[float, float]:
@@ -75,7 +56,7 @@ def agent_alone(cli: Tfcluster, n: int, argv: list[str], work: Path) -> tuple[fl
         assert proc.stdin is not None and proc.stdout is not None  # PIPE
         proc.stdin.write(line)
         proc.stdin.flush()
-        exits = _exits(proc.stdout, n)
+        exits = read_exits(proc.stdout, n)
         done = time.time()
         proc.stdin.close()  # EOF: the agent ends, having nothing left to stop
         proc.wait(timeout=30)
@@ -84,28 +65,30 @@ def agent_alone(cli: Tfcluster, n: int, argv: list[str], work: Path) -> tuple[fl
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    if len(exits) < n:
+    problem = check_exits(exits, n)
+    if problem is not None:
         said = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-        raise BenchmarkError(f"agent alone N={n}: {len(exits)} of {n} task(s) reported an exit "
-                             f"(agent exit code {proc.returncode}"
+        raise BenchmarkError(f"agent alone N={n}: {problem} (agent exit code {proc.returncode}"
                              f"{'; its log ends: ' + said[-1] if said else ''})")
-    failed = [e for e in exits if e.get("exit_code") != 0]
-    if failed:
-        first = failed[0]
-        how = f"signal {first['signal']}" if first.get("signal") else f"exit {first['exit_code']}"
-        why = f": {first['error']}" if first.get("error") else ""
-        raise BenchmarkError(f"agent alone N={n}: {len(failed)} task(s) failed, "
-                             f"{first['task']} with {how}{why}")
     return started, done
 
 
-def _exits(stdout: IO[bytes], n: int) -> list[dict[str, Any]]:
-    """The agent's first N ``exited`` messages (fewer if its stdout ends first)."""
-    exits: list[dict[str, Any]] = []
-    for line in stdout:
-        if _EXITED in line:
-            exits.append(json.loads(line))
-            if len(exits) == n:
-                break
-    return exits
-
+def least_coordinator(cli: Tfcluster, n: int, argv: list[str], work: Path) -> tuple[float, float]:
+    """Run ``least_coordinator.py`` for N tasks of ``argv``; returns ``time.time()`` just before
+    its ``Popen`` and when it exited. BenchmarkError if it failed or took longer than
+    :data:`RUN_TIMEOUT_S` (it is killed; its agent sees EOF and its tasks die with the agent)."""
+    command = [sys.executable, str(LEAST_COORDINATOR), str(work / "run"), str(n), "--", *argv]
+    cli.commands.record(command, note=f"the least coordinator of `tfcluster local -n {n}`")
+    started = time.time()
+    try:
+        done = subprocess.run(command, cwd=REPO, env=cli.environ(), capture_output=True,
+                              text=True, timeout=RUN_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise BenchmarkError(f"least coordinator N={n}: did not finish in "
+                             f"{RUN_TIMEOUT_S:.0f}s") from None
+    ended = time.time()
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()
+        raise BenchmarkError(f"least coordinator N={n}: exit {done.returncode}"
+                             f"{': ' + said[-1] if said else ''}")
+    return started, ended

@@ -38,6 +38,8 @@ if str(REPO) not in sys.path:
 from tests.procs import kill_all, wait_until_empty, with_env  # noqa: E402
 
 Event = dict[str, Any]
+#: How long one launch or detection run may take before it is killed.
+RUN_TIMEOUT_S = 180.0
 
 
 class BenchmarkError(RuntimeError):

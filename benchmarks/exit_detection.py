@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import (
+    RUN_TIMEOUT_S,
     BenchmarkError,
     Event,
     Tfcluster,
@@ -27,7 +28,6 @@ from common import (
 )
 from targets import DETECTION_P95_MS
 
-RUN_TIMEOUT_S = 180.0
 FAILING_TASK = "worker:2"
 FAILING_EXIT_CODE = 3
 

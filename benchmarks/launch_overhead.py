@@ -10,7 +10,9 @@ Launch overhead. For every N in ``--sizes`` it starts, ``--repeats`` times each 
 - ``tfcluster local -n N --quiet --run-dir <tmp> -- <python> -c <stamp> <file>`` as a subprocess of
   this script,
 - the agent alone (``agent_alone.py``): ``python -m worker.agent`` given at once the launch message
-  that this ``tfcluster local`` would send it, no coordinator at all, and
+  that this ``tfcluster local`` would send it, no coordinator at all,
+- the least coordinator (``least_coordinator.py``): a process that starts the agent, validates the
+  spec, plans and sends that launch, and does nothing else, and
 - the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop, each in
   its own session as the agent starts its tasks (with Linux scheduler autogroups a session is a
   scheduling group, which on a busy host changes their CPU share a lot; ``--bare-same-session``
@@ -21,6 +23,8 @@ where ``<stamp>`` is a trivial entrypoint that appends ``time.time()`` and its t
 latest timestamp written minus the wall-clock time taken just before ``Popen`` (of the CLI, of the
 agent, or of the first bare process). For tfcluster it also records the total time until the CLI
 exits. The agent alone splits tfcluster's overhead into the agent's share and the coordinator's.
+The least coordinator's ratio is a floor for tfcluster's: the cost of Python's start, the spec
+models, the planner and this agent, with none of the job machinery.
 
 Every process started here carries a marker env var (``BENCH_LAUNCH_MARKER``, unique per
 invocation; not ``TFCLUSTER_*``, which tfcluster keeps from its agents and tasks); at the end psutil
@@ -42,9 +46,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_alone import agent_alone
+from agent_alone import agent_alone, least_coordinator
 from common import (
     REPO,
+    RUN_TIMEOUT_S,
     BenchmarkError,
     CommandLog,
     Tfcluster,
@@ -68,7 +73,6 @@ from targets import LAUNCH_N, LAUNCH_RATIO
 
 MARKER_ENV = "BENCH_LAUNCH_MARKER"
 INDEX_ENV = "BENCH_LAUNCH_INDEX"
-RUN_TIMEOUT_S = 180.0
 
 #: The trivial entrypoint: record when it runs (and who it is), exit 0. argv[1]: the stamp file.
 STAMP_CODE = """\
@@ -164,12 +168,22 @@ def agent_only(cli: Tfcluster, n: int, work: Path) -> LaunchSample:
     return LaunchSample(check_stamps(out, n, f"agent alone N={n}") - started, done - started)
 
 
+def least_only(cli: Tfcluster, n: int, work: Path) -> LaunchSample:
+    """The least coordinator of ``tfcluster local -n N`` of the trivial entrypoint
+    (``least_coordinator.py``); its total is until it exited."""
+    out = work / "stamps"
+    started, done = least_coordinator(cli, n, [sys.executable, "-c", STAMP_CODE, str(out)], work)
+    return LaunchSample(check_stamps(out, n, f"least coordinator N={n}") - started,
+                        done - started)
+
+
 @dataclass
 class SizeResult:
     n: int
     bare: list[LaunchSample] = field(default_factory=list)
     tfcluster: list[LaunchSample] = field(default_factory=list)
     agent: list[LaunchSample] = field(default_factory=list)  # the agent alone
+    least: list[LaunchSample] = field(default_factory=list)  # the least coordinator
     errors: list[str] = field(default_factory=list)  # why tfcluster runs of this size failed
 
     @property
@@ -192,6 +206,10 @@ class SizeResult:
     def agent_running(self) -> float | None:
         return median(s.all_running_s for s in self.agent) if self.agent else None
 
+    @property
+    def least_running(self) -> float | None:
+        return median(s.all_running_s for s in self.least) if self.least else None
+
 
 def measure_launch(cli: Tfcluster, sizes: Sequence[int], repeats: int, tmp: Path, *,
                    new_session: bool = True) -> list[SizeResult]:
@@ -209,14 +227,19 @@ def measure_launch(cli: Tfcluster, sizes: Sequence[int], repeats: int, tmp: Path
                 result.bare.append(bare_popen(cli, n, work, new_session))
             with scratch(tmp, f"agent-{n}-") as work:
                 agent = _counted(cli, result, said, functools.partial(agent_only, cli, n, work))
+            with scratch(tmp, f"least-{n}-") as work:
+                least = _counted(cli, result, said, functools.partial(least_only, cli, n, work))
             with scratch(tmp, f"tf-{n}-") as work:
                 tf = _counted(cli, result, said,
                               functools.partial(tfcluster_local, cli, n, work))
             if agent is not None:
                 result.agent.append(agent)
+            if least is not None:
+                result.least.append(least)
             if tf is not None:
                 result.tfcluster.append(tf)
                 alone = "" if agent is None else f", agent alone {agent.all_running_s:.3f}s"
+                alone += "" if least is None else f", least {least.all_running_s:.3f}s"
                 progress(f"{said}: bare {result.bare[-1].all_running_s:.3f}s, tfcluster "
                          f"{tf.all_running_s:.3f}s (exit after {tf.total_s:.3f}s){alone}")
     return results
@@ -244,12 +267,14 @@ def launch_table(results: Sequence[SizeResult], repeats: int, new_session: bool)
         f"{'each in its own session' if new_session else 'in one session'})",
         "",
         "| N | bare Popen loop (median s) | tfcluster to all running (median s) | ratio "
-        "| tfcluster total (median s) | agent alone to all running (median s) | its ratio |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| tfcluster total (median s) | agent alone to all running (median s) | its ratio "
+        "| least coordinator to all running (median s) | its ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        agent = r.agent_running
-        alone = "| - | - |" if agent is None else f"| {agent:.3f} | {agent / r.bare_running:.2f} |"
+        alone = "".join("| - | - " if part is None else
+                        f"| {part:.3f} | {part / r.bare_running:.2f} "
+                        for part in (r.agent_running, r.least_running)) + "|"
         if r.tfcluster:
             partial = f" ({len(r.errors)} of {repeats} failed)" if r.errors else ""
             lines.append(f"| {r.n} | {r.bare_running:.3f} | {r.tf_running:.3f}{partial} "
@@ -274,8 +299,9 @@ def launch_verdict(results: Sequence[SizeResult]) -> str:
     if at_target and not at_target[0].tfcluster:
         return f"{target.what} {target.text}: FAIL (tfcluster could not start {LAUNCH_N} tasks)"
     if at_target:
-        ratio = at_target[0].ratio
-        return f"{target.what} {target.text}: {ratio:.2f}x -> {target.verdict(ratio)}"
+        ratio, least = at_target[0].ratio, at_target[0].least_running
+        floor = "" if least is None else f" (least coordinator: {least / at_target[0].bare_running:.2f}x)"
+        return f"{target.what} {target.text}: {ratio:.2f}x -> {target.verdict(ratio)}{floor}"
     return f"{target.what} {target.text}: not measured (N={LAUNCH_N} not in --sizes)"
 
 

@@ -172,7 +172,12 @@ def launch_section(m: Measured, sizes: Sizes) -> list[str]:
              "them); sizes interleaved, one uncounted warm-up of each first. \"Agent alone\" is "
              "`python -m worker.agent` given at once the launch message that this `tfcluster "
              "local` sends its agent, with no coordinator at all: the part of the overhead that "
-             "is the agent's (its own interpreter start included).", ""]
+             "is the agent's (its own interpreter start included). \"Least coordinator\" "
+             "(`least_coordinator.py`) is a process that starts that agent, parses the same "
+             "command line, validates the spec, plans and sends the launch, and does nothing "
+             "else: Python's start, the spec models and the planner, with none of the job "
+             "machinery. Its ratio is a floor for tfcluster's with this spec layer and agent on "
+             "this machine.", ""]
     if m.launch:
         lines += launch_overhead.launch_table(m.launch, sizes.launch_repeats, True)
     if LAUNCH_N in sizes.launch_sizes:
