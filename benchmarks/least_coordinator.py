@@ -6,7 +6,8 @@ tfcluster does. Then it parses the command line ``local -n N --quiet --run-dir R
 with tfcluster's parser, validates the spec that ``tfcluster local`` builds from it, and plans
 attempt 0. Finally it sends the ``Launch`` to the agent and reads the agent's messages until N
 tasks have exited. It has no events, run directory files, status, health checks, checkpoints or
-teardown. Only the modules these steps need are imported, in the order they are needed.
+teardown. Only the modules these steps need are imported, in the order they are needed, and the
+garbage collector waits meanwhile, as in tfcluster's start-up.
 
 The benchmark times it from its ``Popen`` to the latest task's stamp, like ``tfcluster local``.
 Python's start, the spec models (pydantic), the planner, the protocol and this agent are all in
@@ -19,6 +20,7 @@ It exits 0 when all N tasks exited 0. Otherwise it exits 1 and says why in one l
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -108,6 +110,7 @@ def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--" or not argv[1].isdigit():
         sys.stderr.write("usage: least_coordinator.py RUN_DIR N -- ARGV...\n")
         return 2
+    gc.disable()  # as tfcluster's start-up does: it allocates much and frees almost nothing
     problem = run(Path(argv[0]), int(argv[1]), argv[3:])
     if problem is not None:
         sys.stderr.write(f"least coordinator: {problem}\n")
