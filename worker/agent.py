@@ -2,7 +2,8 @@
 
 It reads a :class:`~worker.protocol.Launch` from stdin, kills whatever a dead predecessor left in
 the launch's process table (:mod:`worker.process_table`), starts every task of this host in its own
-session, and then runs one event loop (a selector, no polling) over:
+session (when, :mod:`worker.task_starts` decides: from a warm spare, or a few cold starts at a time),
+and then runs one event loop (a selector, no polling) over:
 
 - the tasks' stdout / stderr / report pipes: one bounded read per pipe and turn, relayed as
   ``output`` / ``progress`` / ``report`` within each stream's budget (:mod:`worker.task_process`);
@@ -36,7 +37,7 @@ from collections.abc import Callable
 
 from worker import host_memory, process_table, process_tree
 from worker.bootstrap import STACK_DUMP_SIGNAL
-from worker.lines import LineBuffer
+from worker.command_input import CommandInput
 from worker.outbox import Outbox
 from worker.protocol import (
     AgentError,
@@ -58,6 +59,7 @@ from worker.protocol import (
 )
 from worker.spare_pool import SELECTOR_DATA
 from worker.task_process import MAX_AGENT_ERROR_CHARS, SpawnError, TaskProcess
+from worker.task_starts import TaskStarts
 from worker.teardown import Teardown
 from worker.warm_start import WarmStarts
 
@@ -66,7 +68,6 @@ EOF_GRACE_S = 2.0
 #: How long an exiting agent waits for the coordinator to take its last messages.
 EXIT_FLUSH_S = 5.0
 _SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-_COMMAND_CHUNK_BYTES = 65536
 _Read = Callable[[], tuple[list[Message], list[int]]]
 
 
@@ -75,17 +76,19 @@ class Agent:
 
     def __init__(self, commands_fd: int, events_fd: int) -> None:
         self.commands_fd = commands_fd
+        self.commands = CommandInput(commands_fd)
         self.outbox = Outbox(events_fd)
         self.tasks: dict[str, TaskProcess] = {}
         self.by_pid: dict[int, TaskProcess] = {}
         self.by_fd: dict[int, TaskProcess] = {}
+        self.dropping: dict[str, TaskProcess] = {}  # tasks with dropped lines yet to be told
         self.selector = selectors.DefaultSelector()
-        self.commands = LineBuffer(limit=None)
         self.launch: Launch | None = None
         self.table: process_table.TableKeeper | None = None  # named by the first launch
         self.input_closed = False  # stdin EOF: the coordinator is done with us (or gone)
         self.output_broken = False  # nobody reads our messages any more
         self.warm = WarmStarts(self.selector)
+        self.starts = TaskStarts(self.warm)
         self.teardown = Teardown(self.tasks, kept=self.warm.pool.pids)
         self.next_heartbeat = 0.0
         self.next_record = 0.0
@@ -96,36 +99,32 @@ class Agent:
     def interval(self) -> float:
         return self.launch.heartbeat_interval_s if self.launch else 1.0
 
-    def read_launch(self) -> tuple[Launch, list[bytes]] | None:
-        """Block until the first line: (the launch message, any commands read along with it);
-        None on EOF before it."""
-        lines: list[bytes] = []
-        while not lines:
-            chunk = os.read(self.commands_fd, _COMMAND_CHUNK_BYTES)
-            if not chunk:
-                return None
-            lines = self.commands.feed(chunk)
-        message = decode_command(lines[0])
-        if not isinstance(message, Launch):
-            raise ProtocolError(f"expected a launch message first, got {message.TYPE!r}")
-        return message, lines[1:]
-
     def start_tasks(self, launch: Launch) -> None:
-        self.warm.attempt_started(launch)
-        for task_launch in launch.tasks:
-            task = TaskProcess(task_launch, launch.task_env(task_launch))
-            self.tasks[task.task] = task
-            if not self.warm.hold(task, launch, task_launch):  # else: when its spare is ready
-                self.start_task(task, launch, task_launch)
-        self.record()  # once for all: each record reads every process's /proc entry
+        pending = [(TaskProcess(t, launch.task_env(t)), t) for t in launch.tasks]
+        self.tasks.update((task.task, task) for task, _ in pending)
+        self.starts.attempt(launch, pending)
+        self.start_due(first=True)
+
+    def start_due(self, first: bool = False) -> None:
+        """Start the tasks due now (:mod:`worker.task_starts`); the process table is rewritten
+        after the first ones and once all have started (each record reads all of ``/proc``)."""
+        now, any_started = time.monotonic(), False
+        while due := self.starts.due(now):
+            for pending in due:
+                self.start_task(*pending)
+            any_started = True
+        if first or (any_started and not self.starts.waiting):
+            self.record()
 
     def start_task(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch) -> None:
         try:
             warm, cold_reason = self.warm.start(task, launch, task_launch)
         except SpawnError as exc:
             task.exit_status = 127 << 8
+            self.starts.started(task, warm=False)
             self.outbox.put(Exited(task=task.task, ts=time.time(), exit_code=127, error=str(exc)))
             return
+        self.starts.started(task, warm)
         pid = task.pid or 0
         self.by_pid[pid] = task
         for fd in task.fds:
@@ -146,6 +145,7 @@ class Agent:
                     self.selector.unregister(fd)
             task.close()
         self.tasks.clear()  # in place: the teardown holds this dict
+        self.dropping.clear()
         self.by_pid.clear()
         self.teardown = Teardown(self.tasks, kept=self.warm.pool.pids)
         self.outbox.new_attempt()
@@ -166,10 +166,13 @@ class Agent:
         except Exception as exc:  # a bug here must not cost the host its other tasks
             text = f"{task.task}: stopped reading its output: {exc!r}"
             messages, ended = [AgentError(message=text[:MAX_AGENT_ERROR_CHARS])], list(task.fds)
+        self.starts.settled(task.task)  # it wrote something, or exited
         for message in messages:
             self.outbox.put(message)
             if isinstance(message, Progress):
                 self.warm.first_step()
+        if task.notice_due_at() is not None:
+            self.dropping[task.task] = task
         for fd in ended:
             self.selector.unregister(fd)
             del self.by_fd[fd]
@@ -205,16 +208,13 @@ class Agent:
         self.teardown.poke()  # the last one may have gone: look now, not at the next poll
 
     def on_command_input(self) -> None:
-        try:
-            chunk = os.read(self.commands_fd, _COMMAND_CHUNK_BYTES)
-        except BlockingIOError:
-            return
-        if not chunk:
+        lines = self.commands.read()
+        if lines is None:
             self.selector.unregister(self.commands_fd)
             self._coordinator_lost()
             return
         self.last_command_at = time.monotonic()
-        for line in self.commands.feed(chunk):
+        for line in lines:
             self.handle_command(line)
 
     def handle_command(self, line: bytes) -> None:
@@ -228,7 +228,7 @@ class Agent:
         if isinstance(command, Ping):
             return
         if isinstance(command, Terminate):
-            self.warm.drop_held()
+            self.starts.drop()
             self.teardown.begin(command.grace_period_s, time.monotonic())
         elif isinstance(command, Launch):
             self.next_attempt(command)
@@ -275,10 +275,7 @@ class Agent:
         now = time.monotonic()
         if not self.teardown.started:
             self.warm.tick(now)
-            if released := self.warm.released(now):
-                for held in released:
-                    self.start_task(*held)
-                self.record()
+            self.start_due()
         silence = self.launch.coordinator_timeout_s if self.launch else None
         if silence is not None and not self.input_closed and now - self.last_command_at > silence:
             _note(f"no word from the coordinator for {silence:g}s; stopping every task")
@@ -293,9 +290,11 @@ class Agent:
         if now >= self.next_record:
             self.next_record = now + self.interval
             self.record()
-        for task in self.tasks.values():
+        for name, task in list(self.dropping.items()):
             for notice in task.notices(now):
                 self.outbox.put(notice)
+            if task.notice_due_at() is None:
+                del self.dropping[name]
 
     def _heartbeat(self) -> Heartbeat:
         usage = {name: got for name, task in self.tasks.items() if (got := task.usage())}
@@ -305,9 +304,9 @@ class Agent:
         now = time.monotonic()
         ending = self.teardown.wake_at(now)
         wake = self.next_heartbeat if ending is None else ending
-        wake = min(wake, self.next_record, *(d for t in self.tasks.values()
+        wake = min(wake, self.next_record, *(d for t in self.dropping.values()
                                              if (d := t.notice_due_at()) is not None),
-                   *(d for d in [self.warm.due_at(), self.outbox.due_at()] if d is not None))
+                   *(d for d in [self.starts.due_at(now), self.outbox.due_at()] if d is not None))
         if self.launch is not None and self.launch.coordinator_timeout_s is not None:
             wake = min(wake, self.last_command_at + self.launch.coordinator_timeout_s)
         return max(0.0, wake - now)
@@ -340,7 +339,7 @@ class Agent:
                               python=sys.version.split()[0], ts=time.time()))
         self.outbox.flush(EXIT_FLUSH_S)
         try:
-            first = self.read_launch()
+            first = self.commands.first_launch()
         except ProtocolError as exc:
             self.outbox.put(AgentError(message=f"bad launch message: {exc}"))
             self.outbox.flush(EXIT_FLUSH_S)

@@ -74,6 +74,9 @@ class Launch(Message):
     #: Warm spares, for scripts that never report a step: fill the pool this long after the
     #: attempt started (a reported step fills it at once).
     spare_fill_delay_s: float = 30.0
+    #: How many of this host's tasks may be in their start-up at once (``startup_concurrency``,
+    #: :mod:`worker.startup_pacing`); None: as many as the agent has CPUs; 0: no limit.
+    startup_concurrency: int | None = None
 
     def task_env(self, task: TaskLaunch) -> dict[str, str]:
         """The env overlay of one task, TF_CONFIG included."""

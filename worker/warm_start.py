@@ -78,6 +78,11 @@ class WarmStarts:
         self._held[task.task] = _Held(task, launch, task_launch, time.monotonic() + SPARE_WAIT_S)
         return True
 
+    @property
+    def holding(self) -> bool:
+        """Whether a task waits for its spare."""
+        return bool(self._held)
+
     def released(self, now: float) -> list[tuple[TaskProcess, Launch, TaskLaunch]]:
         """Held tasks to start now: their spare settled, or they waited long enough."""
         due = [name for name, held in self._held.items()

@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: off; tasks report steps with worker.report)")
     local.add_argument("--startup-timeout", type=float, metavar="S",
                        help="a task that reports no step within S seconds is stuck (default: off)")
+    local.add_argument("--startup-concurrency", type=int, metavar="K",
+                       help="start at most K tasks at a time, each until its interpreter is up "
+                       "(default: this machine's CPUs; 0: all at once)")
     local.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
                        help="command to run (after --)")
     _run_options(local)

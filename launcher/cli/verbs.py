@@ -182,6 +182,8 @@ def local_spec_data(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.checkpoint_dir:
         data["checkpoint"] = {"dir": args.checkpoint_dir}
+    if args.startup_concurrency is not None:
+        data["startup_concurrency"] = args.startup_concurrency
     return data
 
 

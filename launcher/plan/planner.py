@@ -89,6 +89,8 @@ class LaunchPlan:
     #: Warm spares: what each spare imports first (None: no spares; see restart.warm_spares).
     preload: tuple[str, ...] | None = None
     spare_fill_delay_s: float = 30.0
+    #: How many of a host's tasks start at once (the spec's; None: the host's CPUs; 0: all).
+    startup_concurrency: int | None = None
     cluster: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
@@ -125,7 +127,8 @@ class LaunchPlan:
                       coordinator_timeout_s=self.heartbeat_timeout_s,
                       process_table=self.process_table(host),
                       preload=None if self.preload is None else list(self.preload),
-                      spare_fill_delay_s=self.spare_fill_delay_s)
+                      spare_fill_delay_s=self.spare_fill_delay_s,
+                      startup_concurrency=self.startup_concurrency)
 
     def process_table(self, host: HostPlan) -> str | None:
         """Where ``host``'s agent records every process it owns, the same file for every attempt,
@@ -266,6 +269,7 @@ def plan(
                       preemption_exit_codes=frozenset(spec.restart.preemption_exit_codes),
                       preload=_preload(spec),
                       spare_fill_delay_s=spec.restart.spare_fill_delay_s,
+                      startup_concurrency=spec.startup_concurrency,
                       cluster=cluster)
 
 

@@ -315,6 +315,9 @@ class ClusterSpec(BaseModel):
     #: Place the tasks on a Slurm allocation's nodes instead of on named hosts.
     slurm: SlurmPlacement | None = None
     resources: ResourcesSpec | None = None  # GPUs per task (launcher.spec.resources)
+    #: How many of a host's tasks may be in their start-up at once (worker.startup_pacing);
+    #: null: as many as the host has CPUs; 0: all at once.
+    startup_concurrency: Annotated[int, Field(strict=True, ge=0)] | None = None
 
     @field_validator("name")
     @classmethod
