@@ -7,6 +7,10 @@ takes it for the first local agent it needs. An early agent waits on its stdin f
 that is never taken (a spec without local tasks, a bad spec) sees EOF when it is discarded, or when
 tfcluster exits, and exits at once, having started nothing.
 
+It may be sent the first attempt's launch before anything takes it (:meth:`EarlyAgent.launch`,
+see :mod:`launcher.job.first_launch`); the backend that takes it then checks that this is the
+launch it was going to send (:attr:`EarlyAgent.sent`).
+
 Its stderr, the agent's own log, goes to a pipe until the run directory exists; from then on a
 thread copies it into ``RUN_DIR/agents/<host>.log``.
 
@@ -22,9 +26,12 @@ import os
 import subprocess
 import threading
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from worker.env import without_own
+
+if TYPE_CHECKING:
+    from worker.protocol import Launch
 
 #: The agent's environment: the coordinator's, without tfcluster's own variables.
 AGENT_ENV_EXTRA = {"PYTHONUNBUFFERED": "1"}
@@ -46,9 +53,31 @@ class EarlyAgent:
 
     def __init__(self, python: str) -> None:
         self.python = python
+        #: The launch this agent was sent before it was taken (None: none yet).
+        self.sent: Launch | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         with contextlib.suppress(OSError):  # the real start will say what is wrong
             self._proc = agent_popen([python, "-m", "worker.agent"], subprocess.PIPE)
+
+    def waiting(self, python: str) -> bool:
+        """Whether an agent running ``python`` still waits, untaken and not yet launched."""
+        proc = self._proc
+        return proc is not None and self.sent is None and python == self.python \
+            and proc.poll() is None
+
+    def launch(self, message: Launch) -> bool:
+        """Send the waiting agent its first launch now (its tasks start); False if it could not
+        be sent (the agent is gone: whoever takes it then starts another agent)."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or self.sent is not None:
+            return False
+        try:
+            proc.stdin.write(message.encode())
+            proc.stdin.flush()
+        except OSError:
+            return False
+        self.sent = message
+        return True
 
     def take(self, python: str, log_path: Path) -> subprocess.Popen[bytes] | None:
         """The waiting agent, if it runs ``python`` and is still alive (None otherwise); its
@@ -57,7 +86,7 @@ class EarlyAgent:
         if proc is None:
             return None
         if python != self.python or proc.poll() is not None or proc.stderr is None:
-            _end(proc)
+            end_agent(proc)
             return None
         log = log_path.open("ab")
         threading.Thread(target=_copy, args=(proc.stderr, log), name="agent-log",
@@ -68,10 +97,12 @@ class EarlyAgent:
         """End the waiting agent, if nobody took it (it exits on EOF, having started nothing)."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            _end(proc)
+            end_agent(proc)
 
 
-def _end(proc: subprocess.Popen[bytes]) -> None:
+def end_agent(proc: subprocess.Popen[bytes]) -> None:
+    """Close the agent's pipes (EOF: it ends its tasks and exits) and wait for it, at most 5 s
+    before it is killed."""
     for pipe in (proc.stdin, proc.stdout, proc.stderr):
         if pipe is not None:
             with contextlib.suppress(OSError):

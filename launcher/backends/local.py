@@ -15,7 +15,7 @@ from pathlib import Path
 
 from launcher.backends.base import Sink
 from launcher.backends.channel import AgentChannel
-from launcher.backends.early_agent import EarlyAgent, agent_popen
+from launcher.backends.early_agent import EarlyAgent, agent_popen, end_agent
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
 from worker.protocol import Launch, Message
@@ -83,14 +83,16 @@ class LocalAgentHandle:
 
 
 def launched(host: str, proc: subprocess.Popen[bytes], launch: Launch, sink: Sink,
-             process_table: str | None) -> LocalAgentHandle:
+             process_table: str | None, *, sent: bool = False) -> LocalAgentHandle:
     """The handle of agent process ``proc`` (started by :func:`agent_popen`), its reader
-    running and ``launch`` sent; ``process_table``: where leftovers are found if it dies."""
+    running and ``launch`` sent (unless it was ``sent`` already); ``process_table``: where
+    leftovers are found if it dies."""
     if proc.stdin is None or proc.stdout is None:  # cannot happen with PIPE; keeps mypy honest
         raise AgentStartError(host, "agent started without pipes")
     channel = AgentChannel(host, proc.stdout, proc.stdin, sink)
     channel.start()
-    channel.send(launch)
+    if not sent:
+        channel.send(launch)
     return LocalAgentHandle(host, proc, channel, process_table)
 
 
@@ -105,15 +107,22 @@ class LocalBackend:
               log_path: Path) -> LocalAgentHandle:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         python = self.python or host.python
+        sent = None if self._early is None else self._early.sent  # its first launch, if any
         proc = self._early.take(python, log_path) if self._early is not None else None
+        if proc is not None and sent is not None and sent != launch:
+            end_agent(proc)
+            raise AgentStartError(host.name, "the agent started early was sent another launch "
+                                  "than this attempt's (a tfcluster bug: please report it)")
         if proc is None:
+            sent = None
             with log_path.open("ab") as log:
                 try:
                     proc = agent_popen([python, "-m", "worker.agent"], log)
                 except OSError as exc:
                     raise AgentStartError(host.name, f"cannot start {python!r}: {exc}",
                                           "check the spec's 'python' field") from exc
-        return launched(host.name, proc, launch, sink, launch.process_table)
+        return launched(host.name, proc, launch, sink, launch.process_table,
+                        sent=sent is not None)
 
     def discard_early(self) -> None:
         """End the early agent if no local agent took it (safe to call more than once)."""

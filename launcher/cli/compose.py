@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -18,15 +17,14 @@ from typing import TYPE_CHECKING
 
 from launcher.backends.local import LocalBackend
 from launcher.backends.router import HostRouter
+from launcher.cli.start import fresh_run_dir, planner_for
 from launcher.job.chief_files import FSForHost, LockForHost, local_fs_only, local_lock_only
 from launcher.job.coordinator import Coordinator
-from launcher.job.resume import FRESH, Resumption, stored_spec
+from launcher.job.resume import FRESH, Resumption
 from launcher.job.state import JobState
 from launcher.output.console import HOLD_S, Console
-from launcher.output.rundir import RunDir, default_run_dir
+from launcher.output.rundir import RunDir
 from launcher.output.status import PlainStatus, StatusBoard
-from launcher.plan.addresses import local_task_address
-from launcher.plan.planner import Planner
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -36,8 +34,9 @@ if TYPE_CHECKING:
     from launcher.cli.slurm_run import SlurmParts
     from launcher.job.checkpoint_lock import LockFile
     from launcher.job.checkpoints import CheckpointFS
+    from launcher.job.first_launch import FirstLaunch
     from launcher.job.hooks import AttemptHooks
-    from launcher.plan.planner import HostPlan
+    from launcher.plan.planner import HostPlan, Planner
     from launcher.spec.model import ClusterSpec
     from launcher.ssh.connector import SshConnector
 
@@ -50,20 +49,6 @@ class RunOutcome:
     run_dir: Path
     #: False when pre-flight stopped the job before anything was started.
     started: bool
-
-
-def planner_for(spec: ClusterSpec, run_dir: str, base_dir: str | None = None) -> Planner:
-    """This machine's planner for ``spec``: tfcluster's interpreter for local tasks, paths
-    relative to the current directory, local tasks at the address remote hosts reach; for a
-    spec with ``slurm:``, the nodes of the allocation this process runs in. ``base_dir``: where
-    relative paths start instead (a resumed run's, as stored)."""
-    if spec.slurm is not None:
-        from launcher.cli.slurm_run import slurm_planner
-
-        return slurm_planner(spec, run_dir, base_dir=base_dir or os.getcwd())
-    return Planner(spec, run_dir=run_dir, local_python=sys.executable,
-                   base_dir=base_dir or os.getcwd(),
-                   local_address=local_task_address(spec))
 
 
 def _connector(args: argparse.Namespace) -> SshConnector:
@@ -108,29 +93,31 @@ def _slurm_parts(planner: Planner) -> SlurmParts | None:
 def _run_dir(spec: ClusterSpec, args: argparse.Namespace, resumed: Resumption | None) -> RunDir:
     if resumed is not None:
         return RunDir(resumed.run_dir, resuming=True)
-    return RunDir(Path(args.run_dir or default_run_dir(spec.name)).absolute(),
-                  stored_spec=stored_spec(spec, os.getcwd()))
+    return fresh_run_dir(spec, args)
 
 
 def run_job(spec: ClusterSpec, args: argparse.Namespace, faults: AttemptHooks | None = None, *,
             resumed: Resumption | None = None, notes: Sequence[str] = (),
-            early: EarlyAgent | None = None) -> RunOutcome:
+            early: EarlyAgent | None = None, first: FirstLaunch | None = None) -> RunOutcome:
     """Run ``spec`` to the end as the command line asked; the exit code is the job's.
     ``resumed``: continue that run instead (``tfcluster run --resume``); ``notes``: lines to say
     once the job has started (not before a run directory error, say); ``early``: a local agent
-    the command line started while tfcluster was starting (the first local agent, if fit)."""
+    the command line started while tfcluster was starting (the first local agent, if fit);
+    ``first``: attempt 0, already launched through it (:mod:`launcher.cli.start`)."""
     local = LocalBackend(python=sys.executable, early=early)
     try:
-        return _run_job(spec, args, local, faults=faults, resumed=resumed, notes=notes)
+        return _run_job(spec, args, local, faults=faults, resumed=resumed, notes=notes,
+                        first=first)
     finally:
         local.discard_early()
 
 
 def _run_job(spec: ClusterSpec, args: argparse.Namespace, local: LocalBackend, *,
              faults: AttemptHooks | None, resumed: Resumption | None,
-             notes: Sequence[str]) -> RunOutcome:
-    run_dir = _run_dir(spec, args, resumed)
-    planner = planner_for(spec, str(run_dir.path), resumed.base_dir if resumed else None)
+             notes: Sequence[str], first: FirstLaunch | None) -> RunOutcome:
+    run_dir = first.run_dir if first is not None else _run_dir(spec, args, resumed)
+    planner = first.planner if first is not None else \
+        planner_for(spec, str(run_dir.path), resumed.base_dir if resumed else None)
     remote: Backend | None = None
     checkpoint_fs: FSForHost = local_fs_only
     checkpoint_lock: LockForHost = local_lock_only
@@ -160,7 +147,7 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, local: LocalBackend, *
                               listeners=[listener, console.on_event,
                                          *(slurm.listeners if slurm else [])],
                               checkpoint_fs=checkpoint_fs, checkpoint_lock=checkpoint_lock,
-                              start=resumed.start if resumed else FRESH)
+                              start=resumed.start if resumed else FRESH, first=first)
     handled = (*_HANDLED_SIGNALS, *(slurm.signals if slurm else ()))
     previous = {sig: signal.signal(sig, coordinator.interrupt) for sig in handled}
     # Everything imported and built so far lives as long as the job: keep the garbage

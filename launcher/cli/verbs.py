@@ -59,7 +59,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from launcher.plan.view import plan_json, plan_text
 
     spec = _load(args.spec)
-    from launcher.cli.compose import planner_for
+    from launcher.cli.start import planner_for
 
     planner = planner_for(spec, str(default_run_dir(spec.name).absolute()))
     with PortAllocator() as allocator:
@@ -86,7 +86,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         return print_slurm_preflight(spec)
     options = PreflightOptions(connect_timeout_s=args.connect_timeout,
                                accept_new_host_keys=args.accept_new_host_keys)
-    from launcher.cli.compose import planner_for
+    from launcher.cli.start import planner_for
 
     report = preflight(planner_for(spec, "").preview(), options)
     print_report(report, sys.stdout)
@@ -115,8 +115,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, early: EarlyAgent) -> int:
-    from launcher.cli.compose import run_job
-
     if args.resume is not None:
         return _resume(args, early)
     if args.spec is None:
@@ -125,7 +123,19 @@ def _run(args: argparse.Namespace, early: EarlyAgent) -> int:
 
     spec = _load_for_run(args)
     note = path_python_note(spec)
-    return run_job(spec, args, notes=[note] if note else [], early=early).exit_code
+    return _run_new(spec, args, early, note)
+
+
+def _run_new(spec: ClusterSpec, args: argparse.Namespace, early: EarlyAgent,
+             note: str | None) -> int:
+    """A new run of ``spec``: its first tasks launched before the job machinery is imported, when
+    they all run here (:mod:`launcher.cli.start`)."""
+    from launcher.cli.start import launch_first
+
+    first = launch_first(spec, args, early)
+    from launcher.cli.compose import run_job
+
+    return run_job(spec, args, notes=[note] if note else [], early=early, first=first).exit_code
 
 
 def _resume(args: argparse.Namespace, early: EarlyAgent) -> int:
@@ -192,7 +202,6 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 
 def _local(args: argparse.Namespace, early: EarlyAgent) -> int:
-    from launcher.cli.compose import run_job
     from launcher.spec.limits import MAX_TASKS, TASK_LIMIT_REASON
     from launcher.spec.loading import spec_from_dict
 
@@ -202,8 +211,7 @@ def _local(args: argparse.Namespace, early: EarlyAgent) -> int:
     spec = spec_from_dict(local_spec_data(args), source="tfcluster local")
     from launcher.cli.python_command import interpreter_note
 
-    note = None if args.module else interpreter_note(args.command)
-    return run_job(spec, args, notes=[note] if note else [], early=early).exit_code
+    return _run_new(spec, args, early, None if args.module else interpreter_note(args.command))
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

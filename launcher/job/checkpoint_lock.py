@@ -25,8 +25,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Protocol
 
-import psutil
-
 from launcher.errors import TfclusterError
 
 #: The lock file's name inside the checkpoint directory (TensorFlow ignores files it did not write).
@@ -52,6 +50,8 @@ class HolderRecord:
 
     @classmethod
     def this_process(cls, job: str, run_dir: str) -> HolderRecord:
+        import psutil  # here, not at the top: a run without a checkpoint dir never needs it
+
         pid = os.getpid()
         return cls(host=socket.gethostname(), pid=pid, started=psutil.Process(pid).create_time(),
                    job=job, run_dir=run_dir)
@@ -86,6 +86,8 @@ class HolderRecord:
 
 def process_alive(pid: int, started: float) -> bool:
     """Whether the process ``pid`` that started at ``started`` still runs on this machine."""
+    import psutil
+
     try:
         proc = psutil.Process(pid)
         return (abs(proc.create_time() - started) < START_TIME_TOLERANCE_S

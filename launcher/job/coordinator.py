@@ -40,6 +40,7 @@ from launcher.job.events import (
     SkippedCheckpoint,
 )
 from launcher.job.failures import TaskFailure, exit_code_for_signal
+from launcher.job.first_launch import FirstLaunch
 from launcher.job.health import in_force
 from launcher.job.hooks import AttemptHooks
 from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
@@ -87,13 +88,14 @@ class Coordinator:
                  hooks: AttemptHooks | None = None, listeners: Sequence[Listener] = (),
                  clock: Clock = time.time, new_inbox: Callable[[], Inbox] | None = None,
                  spawn: Spawn = in_thread, checkpoint_lock: LockForHost = local_lock_only,
-                 start: StartingPoint = FRESH) -> None:
+                 start: StartingPoint = FRESH, first: FirstLaunch | None = None) -> None:
         self.planner = planner
         self.spec = planner.spec
         self.run_dir = run_dir
         self.backend = backend
         self.console = console
-        self.ports = ports or PortAllocator()
+        self.first = first  # attempt 0 already launched: its run dir, ports and lock are held
+        self.ports = first.allocator if first is not None else ports or PortAllocator()
         self.checkpoint_fs = checkpoint_fs
         self.checkpoint_lock = checkpoint_lock
         self.hooks = hooks
@@ -122,11 +124,16 @@ class Coordinator:
         checkpoint directory (locked for this whole run). A run directory that breaks later (disk
         full, removed) stops every task, records ``job_failed`` and ``summary.json`` as far as
         they can still be written, and raises :class:`RunDirError`."""
-        self.run_dir.check()
-        ports = self._allocate()  # PortExhaustedError here leaves no half-made run dir
+        first = self.first
+        if first is None:
+            self.run_dir.check()
+        ports = self._allocate() if first is None else first.ports  # before the run dir exists
         try:
-            with self._checkpoint_dir_locked():
-                self.run_dir.create()
+            with self._checkpoint_dir_locked() if first is None else first.held:
+                if first is None:
+                    self.run_dir.create()
+                else:
+                    first.warnings.to(self.console.warn)
                 started = self.start.started_at or self.clock()
                 try:
                     self.events = EventLog(self.run_dir.events, self.clock)

@@ -33,6 +33,7 @@ from launcher.job.events import JobResumed
 from launcher.job.failures import FailureKind, TaskFailure
 from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.policy import restarts_used
+from launcher.job.stored_spec import STORED_SPEC_FORMAT
 from launcher.output.events import Event, EventType, read_events
 from launcher.output.rundir import RunDir, RunDirError
 from launcher.plan.planner import LaunchPlan, Planner, ResumePoint
@@ -40,8 +41,6 @@ from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
 from worker.tfconfig import TaskId
 
-#: The version of ``spec.json``'s layout.
-STORED_SPEC_FORMAT = 1
 #: How ``job_failed`` says tfcluster itself was stopped (Ctrl-C, SIGTERM): such a job can resume.
 STOPPED_PREFIX = "tfcluster was stopped by "
 
@@ -49,13 +48,6 @@ STOPPED_PREFIX = "tfcluster was stopped by "
 #: it started from) -> (the result with its checkpoint step, the checkpoint to resume from).
 FindResume = Callable[[LaunchPlan, AttemptResult, ResumePoint | None],
                       tuple[AttemptResult, ResumePoint | None]]
-
-
-def stored_spec(spec: ClusterSpec, base_dir: str) -> dict[str, Any]:
-    """What ``spec.json`` holds: the validated spec and the directory its paths are relative to."""
-    return {"format": STORED_SPEC_FORMAT, "job": spec.name, "base_dir": base_dir,
-            # unset fields stay unset: a default deadline must not become an explicit one
-            "spec": spec.model_dump(mode="json", exclude_unset=True)}
 
 
 @dataclass(frozen=True)

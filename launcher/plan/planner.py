@@ -6,7 +6,6 @@ result, ``tfcluster run`` hands it to the backends, and tests inspect it directl
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 from collections.abc import Mapping
@@ -176,6 +175,8 @@ def _preload(spec: ClusterSpec) -> tuple[str, ...] | None:
 def remote_process_table(run_dir: str, host: str) -> str:
     """The process table of ``host``'s agent, on that host (``~`` is its login's home)."""
     run = os.path.normpath(run_dir)
+    import hashlib  # here: only remote hosts need it, and it loads OpenSSL
+
     unique = hashlib.sha256(run.encode()).hexdigest()[:12]  # runs may share a basename
     name = f"{os.path.basename(run)}-{unique}-{host}{PROCESS_TABLE_SUFFIX}"
     return posixpath.join(REMOTE_AGENTS_DIR, name)

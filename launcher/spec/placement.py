@@ -23,7 +23,7 @@ DEFAULT_HOST = "localhost"
 class SlurmPlacement(BaseModel):
     """``slurm:`` in a spec: place the tasks on the allocation's nodes (see the module doc)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     #: Tasks started on each node (one agent per node starts them all).
     tasks_per_node: Annotated[int, Field(strict=True, ge=1, le=64)] = 1

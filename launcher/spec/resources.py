@@ -32,7 +32,7 @@ GpuCount = Annotated[int, Field(strict=True, ge=0, le=MAX_GPUS)]
 class ResourcesSpec(BaseModel):
     """``resources:`` in a spec (see the module doc)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     #: GPUs each task gets to itself (its ``CUDA_VISIBLE_DEVICES``); None: leave it alone.
     gpus_per_task: Annotated[int, Field(strict=True, ge=1, le=MAX_GPUS)] | None = None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cli.compose import planner_for
+from launcher.cli.start import planner_for
 from launcher.job.checkpoint_lock import LOCK_NAME, Acquired, Busy, HolderRecord
 from launcher.job.remote_lock import SftpLockDir, sftp_lock_file
 from launcher.plan.planner import HostPlan

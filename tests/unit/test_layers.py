@@ -106,6 +106,20 @@ def test_the_ssh_layer_loads_without_pydantic_or_the_planner() -> None:
     assert out.strip() == "[]"
 
 
+def test_the_first_launch_loads_none_of_the_job_machinery() -> None:
+    """``tfcluster run`` / ``local`` send the first launch before they import the job loop
+    (launcher.job.first_launch): what it imports must stay that small."""
+    code = ("import sys, launcher.cli.start, launcher.job.first_launch; "
+            "print(sorted(m for m in sys.modules if m.startswith(('launcher.job', "
+            "'launcher.output', 'launcher.backends', 'rich', 'psutil'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True, timeout=60).stdout
+    assert out.strip() == str(sorted([
+        "launcher.backends", "launcher.backends.early_agent", "launcher.job",
+        "launcher.job.checkpoint_lock", "launcher.job.first_launch", "launcher.job.flock_lock",
+        "launcher.output", "launcher.output.rundir"]))
+
+
 def test_no_launcher_module_is_over_400_lines() -> None:
     long = {m: n for m, p in LAUNCHER.items() if (n := len(p.read_text().splitlines())) > 400}
     assert not long

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from launcher.cli.main import main
-from launcher.job.resume import open_resume, stored_spec
+from launcher.job.resume import open_resume
+from launcher.job.stored_spec import stored_spec
 from launcher.output.rundir import RunDir, RunDirLive
 from launcher.spec.errors import SpecError
 from launcher.spec.loading import spec_from_dict

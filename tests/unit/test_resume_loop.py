@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from launcher.job.coordinator import Coordinator, JobResult
-from launcher.job.resume import open_resume, stored_spec
+from launcher.job.resume import open_resume
 from launcher.job.state import JobState
+from launcher.job.stored_spec import stored_spec
 from launcher.output.console import Console
 from launcher.output.events import read_events
 from launcher.output.rundir import RunDir

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from launcher.cli.compose import planner_for
 from launcher.cli.main import main
 from launcher.cli.parser import build_parser
+from launcher.cli.start import planner_for
 from launcher.cli.verbs import local_spec_data
 from launcher.spec.errors import SpecError
 from launcher.spec.loading import spec_from_dict
