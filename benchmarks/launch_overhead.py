@@ -12,7 +12,9 @@ Launch overhead. For every N in ``--sizes`` it starts, ``--repeats`` times each 
 - the agent alone (``agent_alone.py``): ``python -m worker.agent`` given at once the launch message
   that this ``tfcluster local`` would send it, no coordinator at all,
 - the least coordinator (``least_coordinator.py``): a process that starts the agent, validates the
-  spec, plans and sends that launch, and does nothing else, and
+  spec, plans and sends that launch, and does nothing else,
+- the bare loop below paced as the agent paces its starts (``worker.startup_pacing``): never more
+  of its processes alive than this process has CPUs, and
 - the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop, each in
   its own session as the agent starts its tasks (with Linux scheduler autogroups a session is a
   scheduling group, which on a busy host changes their CPU share a lot; ``--bare-same-session``
@@ -65,11 +67,12 @@ from exit_detection import (
     FAILING_TASK,
     DetectionSample,
     detection_table,
-    detection_verdict,
     measure_detection,
 )
+from launch_report import launch_table, verdicts
 from machine import compile_bytecode
-from targets import LAUNCH_N, LAUNCH_RATIO
+
+from worker.startup_pacing import usable_cpus
 
 MARKER_ENV = "BENCH_LAUNCH_MARKER"
 INDEX_ENV = "BENCH_LAUNCH_INDEX"
@@ -120,31 +123,42 @@ class LaunchSample:
     total_s: float
 
 
-def bare_popen(cli: Tfcluster, n: int, work: Path, new_session: bool = True) -> LaunchSample:
+def bare_popen(cli: Tfcluster, n: int, work: Path, new_session: bool = True,
+               at_most: int | None = None) -> LaunchSample:
     """N processes of the trivial entrypoint from a plain Popen loop (with ``cli``'s marker). Like
     tfcluster's agent, it starts each in its own session unless ``new_session`` is False (see
-    ``--bare-same-session``)."""
+    ``--bare-same-session``). With ``at_most``, never more than that many of them are alive: the
+    loop waits for one to exit before it starts the next. For these tasks (they exit as soon as
+    they ran) that is the pacing tfcluster's agent does (``worker.startup_pacing``) and nothing
+    else: how much of a launch's time pacing alone saves on this machine."""
     out = work / "stamps"
     argv = [sys.executable, "-c", STAMP_CODE, str(out)]
-    cli.commands.record(argv, times=n)
-    procs: list[subprocess.Popen[bytes]] = []
+    what = "bare Popen" if at_most is None else "paced bare Popen"
+    cli.commands.record(argv, times=n, note=None if at_most is None else f"{at_most} at a time")
+    live: dict[int, subprocess.Popen[bytes]] = {}
+    codes: list[int] = []
     started = time.time()
     try:
         for index in range(n):
-            procs.append(subprocess.Popen(
+            while at_most is not None and len(live) >= at_most:
+                pid, status = os.wait()
+                if live.pop(pid, None) is not None:
+                    codes.append(os.waitstatus_to_exitcode(status))
+            proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, env=child_env(cli, **{INDEX_ENV: str(index)}),
-                start_new_session=new_session))
-        codes = [p.wait(timeout=RUN_TIMEOUT_S) for p in procs]
+                start_new_session=new_session)
+            live[proc.pid] = proc
+        codes += [proc.wait(timeout=RUN_TIMEOUT_S) for proc in live.values()]
     finally:
-        for proc in procs:
+        for proc in live.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
     ended = time.time()
     if any(codes):
-        raise BenchmarkError(f"bare Popen N={n}: exit codes {sorted(set(codes))}")
-    return LaunchSample(check_stamps(out, n, f"bare Popen N={n}") - started, ended - started)
+        raise BenchmarkError(f"{what} N={n}: exit codes {sorted(set(codes))}")
+    return LaunchSample(check_stamps(out, n, f"{what} N={n}") - started, ended - started)
 
 
 def tfcluster_local(cli: Tfcluster, n: int, work: Path) -> LaunchSample:
@@ -181,6 +195,7 @@ def least_only(cli: Tfcluster, n: int, work: Path) -> LaunchSample:
 class SizeResult:
     n: int
     bare: list[LaunchSample] = field(default_factory=list)
+    paced: list[LaunchSample] = field(default_factory=list)  # the bare loop, CPUs at a time
     tfcluster: list[LaunchSample] = field(default_factory=list)
     agent: list[LaunchSample] = field(default_factory=list)  # the agent alone
     least: list[LaunchSample] = field(default_factory=list)  # the least coordinator
@@ -189,6 +204,10 @@ class SizeResult:
     @property
     def bare_running(self) -> float:
         return median(s.all_running_s for s in self.bare)
+
+    @property
+    def paced_running(self) -> float | None:
+        return median(s.all_running_s for s in self.paced) if self.paced else None
 
     @property
     def tf_running(self) -> float:
@@ -225,6 +244,8 @@ def measure_launch(cli: Tfcluster, sizes: Sequence[int], repeats: int, tmp: Path
             said = f"N={n} repeat {repeat + 1}/{repeats}"
             with scratch(tmp, f"bare-{n}-") as work:
                 result.bare.append(bare_popen(cli, n, work, new_session))
+            with scratch(tmp, f"paced-{n}-") as work:
+                result.paced.append(bare_popen(cli, n, work, new_session, at_most=usable_cpus()))
             with scratch(tmp, f"agent-{n}-") as work:
                 agent = _counted(cli, result, said, functools.partial(agent_only, cli, n, work))
             with scratch(tmp, f"least-{n}-") as work:
@@ -256,60 +277,6 @@ def _counted(cli: Tfcluster, result: SizeResult, said: str,
         progress(f"{said}: failed: {exc}")
         cli.kill_leftovers()
         return None
-
-
-# --- report -------------------------------------------------------------------------------------
-
-
-def launch_table(results: Sequence[SizeResult], repeats: int, new_session: bool) -> list[str]:
-    lines = [
-        f"### Launch overhead (median of {repeats}; bare processes "
-        f"{'each in its own session' if new_session else 'in one session'})",
-        "",
-        "| N | bare Popen loop (median s) | tfcluster to all running (median s) | ratio "
-        "| tfcluster total (median s) | agent alone to all running (median s) | its ratio "
-        "| least coordinator to all running (median s) | its ratio |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        alone = "".join("| - | - " if part is None else
-                        f"| {part:.3f} | {part / r.bare_running:.2f} "
-                        for part in (r.agent_running, r.least_running)) + "|"
-        if r.tfcluster:
-            partial = f" ({len(r.errors)} of {repeats} failed)" if r.errors else ""
-            lines.append(f"| {r.n} | {r.bare_running:.3f} | {r.tf_running:.3f}{partial} "
-                         f"| {r.ratio:.2f} | {r.tf_total:.3f} {alone}")
-        else:
-            lines.append(f"| {r.n} | {r.bare_running:.3f} | FAILED ({len(r.errors)} of {repeats}) "
-                         f"| - | - {alone}")
-    failed = [r for r in results if r.errors]
-    if failed:
-        lines.append("")
-    for r in failed:
-        for error in dict.fromkeys(r.errors):  # distinct reasons, in order
-            times = r.errors.count(error)
-            lines.append(f"- N={r.n}: failed{f' {times}x' if times > 1 else ''}: {error}")
-    return lines
-
-
-def launch_verdict(results: Sequence[SizeResult]) -> str:
-    """The launch target, one line: measured in this run, or why not."""
-    target = LAUNCH_RATIO
-    at_target = [r for r in results if r.n == LAUNCH_N]
-    if at_target and not at_target[0].tfcluster:
-        return f"{target.what} {target.text}: FAIL (tfcluster could not start {LAUNCH_N} tasks)"
-    if at_target:
-        ratio, least = at_target[0].ratio, at_target[0].least_running
-        floor = "" if least is None else f" (least coordinator: {least / at_target[0].bare_running:.2f}x)"
-        return f"{target.what} {target.text}: {ratio:.2f}x -> {target.verdict(ratio)}{floor}"
-    return f"{target.what} {target.text}: not measured (N={LAUNCH_N} not in --sizes)"
-
-
-def verdicts(results: Sequence[SizeResult], samples: Sequence[DetectionSample]) -> list[str]:
-    lines = ["### Targets", "", f"- {launch_verdict(results)}"]
-    if samples:
-        lines.append(f"- {detection_verdict(samples)}")
-    return lines
 
 
 # --- main ---------------------------------------------------------------------------------------

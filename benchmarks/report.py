@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import coordinator_load
 import exit_detection
 import launch_overhead
+import launch_report
 import recovery
 import throughput
 import warm_spares
@@ -169,19 +170,23 @@ def launch_section(m: Measured, sizes: Sizes) -> list[str]:
              "`tfcluster local -n N --quiet -- python -c \"$STAMP_CODE\" FILE` from `Popen` until "
              "every task has appended its `time.time()` to FILE, against the same N processes "
              "from a bare `subprocess.Popen` loop (each in its own session, as the agent starts "
-             "them); sizes interleaved, one uncounted warm-up of each first. \"Agent alone\" is "
-             "`python -m worker.agent` given at once the launch message that this `tfcluster "
-             "local` sends its agent, with no coordinator at all: the part of the overhead that "
-             "is the agent's (its own interpreter start included). \"Least coordinator\" "
-             "(`least_coordinator.py`) is a process that starts that agent, parses the same "
-             "command line, validates the spec, plans and sends the launch, and does nothing "
-             "else: Python's start, the spec models and the planner, with none of the job "
-             "machinery. Its ratio is a floor for tfcluster's with this spec layer and agent on "
-             "this machine.", ""]
+             "them); sizes interleaved, one uncounted warm-up of each first. tfcluster's agent "
+             "starts at most as many tasks at a time as it has CPUs (`startup_concurrency`, "
+             "each until it writes, sleeps or exits, at most 0.25 s); \"bare loop, CPUs at a "
+             "time\" is the bare loop paced the same way (it waits for one of its processes to "
+             "exit before it starts another once as many run as there are CPUs): how much pacing "
+             "alone saves. \"Agent alone\" is `python -m worker.agent` given at once the launch "
+             "message that this `tfcluster local` sends its agent, with no coordinator at all: "
+             "the part of the overhead that is the agent's (its own interpreter start included). "
+             "\"Least coordinator\" (`least_coordinator.py`) is a process that starts that "
+             "agent, parses the same command line, validates the spec, plans and sends the "
+             "launch, and does nothing else: Python's start, the spec models and the planner, "
+             "with none of the job machinery, which is what tfcluster does before it sends its "
+             "first launch (the rest of its start-up runs while the tasks start).", ""]
     if m.launch:
-        lines += launch_overhead.launch_table(m.launch, sizes.launch_repeats, True)
+        lines += launch_report.launch_table(m.launch, sizes.launch_repeats, True)
     if LAUNCH_N in sizes.launch_sizes:
-        lines += ["", f"- {launch_overhead.launch_verdict(m.launch)}"]
+        lines += ["", f"- {launch_report.launch_verdict(m.launch)}"]
     return lines
 
 

@@ -6,8 +6,8 @@ Run it with the project's interpreter (the tasks use the same one)::
     .venv/bin/python benchmarks/run_all.py [--quick] [--no-tf] [--skip-ssh] [--out benchmarks/RESULTS.md]
 
 1. launch overhead: ``tfcluster local -n N`` until every task runs, against a bare ``Popen`` loop,
-   N = 1, 8, 64, 256, the agent alone given the same launch, and the least coordinator that
-   only validates, plans and sends it (``launch_overhead.py``);
+   N = 1, 8, 64, 256, the same loop paced to the CPUs, the agent alone given the same launch, and
+   the least coordinator that only validates, plans and sends it (``launch_overhead.py``);
 2. failure detection, task death -> the coordinator knows (``task_failed.detection_latency_ms``) and
    end to end from the kill, by ``tfcluster drill --fault kill`` of a trivial 2-task job (the fake
    trainer), locally and over SSH to a throwaway sshd on 127.0.0.1 (``ssh_host.py``), plus a task's
