@@ -50,9 +50,10 @@ def launch_first(spec: ClusterSpec, args: argparse.Namespace,
                  early: EarlyAgent) -> FirstLaunch | None:
     """Attempt 0 of a new run of this machine alone, launched now through ``early``; None when
     the run is not one that can start so (remote hosts, Slurm)."""
-    if spec.slurm is not None or any(not spec.is_local(slot.host) for slot in spec.task_slots()):
-        return None
+    from launcher.job.first_launch import can_launch_first
     from launcher.job.first_launch import launch_first as launch
 
+    if not can_launch_first(spec):
+        return None
     run_dir = fresh_run_dir(spec, args)
     return launch(planner_for(spec, str(run_dir.path)), run_dir, early)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from launcher.backends.early_agent import EarlyAgent
 from launcher.job.checkpoint_lock import HolderRecord, held
@@ -31,6 +32,9 @@ from launcher.output.rundir import RunDir
 from launcher.plan.planner import Planner
 from launcher.plan.ports import PortAllocator
 from worker.tfconfig import TaskId
+
+if TYPE_CHECKING:
+    from launcher.spec.model import ClusterSpec
 
 
 @dataclass
@@ -69,14 +73,20 @@ class FirstLaunch:
     warnings: Warnings
 
 
+def can_launch_first(spec: ClusterSpec) -> bool:
+    """Whether ``spec``'s first launch can go out early: every task on one host, this machine
+    (one agent: the early one), no Slurm."""
+    hosts = {slot.host for slot in spec.task_slots()}
+    return spec.slurm is None and len(hosts) == 1 and spec.is_local(hosts.pop())
+
+
 def launch_first(planner: Planner, run_dir: RunDir, early: EarlyAgent) -> FirstLaunch | None:
-    """Send attempt 0's launch to ``early`` now, if the run is one it can be: a fresh run of
-    one local host, no Slurm, an early agent still waiting. None (nothing done) otherwise.
+    """Send attempt 0's launch to ``early`` now, if the run is one it can be: a new run
+    (:func:`can_launch_first`) and an early agent still waiting. None (nothing done) otherwise.
     Raises, having started nothing, what the coordinator would raise before its first launch
     (:class:`~launcher.output.rundir.RunDirError`, ``CheckpointDirInUse``, ``PortExhaustedError``)."""
     spec = planner.spec
-    if spec.slurm is not None or run_dir.resuming or not early.waiting(planner.local_python) \
-            or not all(spec.is_local(slot.host) for slot in spec.task_slots()):
+    if not can_launch_first(spec) or run_dir.resuming or not early.waiting(planner.local_python):
         return None
     run_dir.check()
     allocator = PortAllocator()
@@ -91,7 +101,7 @@ def launch_first(planner: Planner, run_dir: RunDir, early: EarlyAgent) -> FirstL
             record = HolderRecord.this_process(spec.name, str(run_dir.path))
             stack.enter_context(held(FlockLockFile(directory), directory, record, warnings))
         run_dir.create()
-        (host,) = plan.hosts  # every task is local: one host
+        (host,) = plan.hosts  # can_launch_first: one host
         early.launch(plan.launch_message(host))
     except BaseException:
         stack.close()

@@ -130,14 +130,19 @@ def test_a_checkpoint_dir_another_run_holds_starts_nothing(tmp_path: Path) -> No
         second.discard()
 
 
-def test_remote_hosts_and_a_used_early_agent_are_left_to_the_coordinator(tmp_path: Path) -> None:
+def test_what_cannot_launch_first_is_left_to_the_coordinator(tmp_path: Path) -> None:
     remote = spec_from_dict({"name": "far", "entrypoint": {"command": ["true"]},
                              "hosts": {"node-a": {"address": "198.18.0.2"}},
                              "tasks": [{"type": "worker", "host": "node-a", "port": 2222}]},
                             source="test")
+    two_agents = spec_from_dict({"name": "two", "entrypoint": {"command": ["true"]},
+                                 "tasks": [{"type": "worker", "host": "localhost"},
+                                           {"type": "worker", "host": "127.0.0.1"}]},
+                                source="test")  # both this machine, but an agent each
     early = EarlyAgent(sys.executable)
     try:
         assert start(tmp_path, remote, early) is None
+        assert start(tmp_path, two_agents, early) is None
         assert early.sent is None
         cluster = spec(tmp_path)
         first = start(tmp_path, cluster, early)
