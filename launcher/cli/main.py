@@ -4,6 +4,7 @@ message and exit code (the only place errors are caught for the user: none shows
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +18,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return COMMANDS[args.verb](args)
+    except KeyboardInterrupt:  # Ctrl-C before the job's own handler was installed: any task
+        print("tfcluster: interrupted", file=sys.stderr)  # started early has been stopped
+        return 128 + signal.SIGINT
     except BrokenPipeError:  # ``tfcluster plan | head -1``: the reader has what it wanted
         _silence_stdout()
         return 1

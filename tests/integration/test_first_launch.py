@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import queue
+import re
+import signal
 import sys
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from launcher.output.rundir import RunDir
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
 from tests.integration.test_agent import wait_for
+from tests.jobs import Job, wait_until_gone
 from tests.procs import alive, by_pid, wait_until_empty
 from worker.protocol import AgentError, Exited, Message, Started
 
@@ -152,3 +155,23 @@ def test_what_cannot_launch_first_is_left_to_the_coordinator(tmp_path: Path) -> 
         first.allocator.close()
     finally:
         early.discard()
+
+
+def test_a_ctrl_c_as_the_first_tasks_start_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    job = Job(["local", "-n", "2", "--", sys.executable, "-c", "import time; time.sleep(60)"],
+              run_dir, tmp_path)
+    try:
+        wait_for((run_dir / "events.jsonl").exists, 30)  # the first launch is out
+        job.proc.send_signal(signal.SIGINT)  # before or after tfcluster's own handler is in
+        # a shell sees 130 either way: Python itself ends by SIGINT (-2 here) when the interrupt
+        # went through code it ran from a string on its way (a dataclass being created)
+        assert job.wait(30) in (130, -signal.SIGINT)
+        assert "Traceback" not in job.stderr
+        assert re.fullmatch(r"tfcluster: (interrupted|job local failed: tfcluster was stopped "
+                            r"by SIGINT; exit code 130; run dir .*)",
+                            job.stderr.strip().splitlines()[-1]), job.stderr
+        assert wait_until_gone(job.mark, 10) == []
+    finally:
+        job.kill_all()
+
