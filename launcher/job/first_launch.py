@@ -3,8 +3,9 @@
 A run whose every task is on this machine can start its tasks as soon as the spec is valid and
 what they need is held: the run directory (checked and created), their ports, and the lock of the
 chief's checkpoint directory. Everything else the coordinator has (the job loop, health, failures,
-the console and status board: about 70 ms of imports here) is needed only once the tasks run. So
-``tfcluster run`` and ``local`` call :func:`launch_first` right after validating the spec: it does
+the console and status board: 60-80 ms here from the first launch until the coordinator runs) is
+needed only once the tasks run. So ``tfcluster run`` and ``local`` call :func:`launch_first` right
+after validating the spec: it does
 what :meth:`~launcher.job.coordinator.Coordinator.run` would do before the first launch, plans
 attempt 0 and hands its launch to the agent that was started early
 (:mod:`launcher.backends.early_agent`). The coordinator then takes the :class:`FirstLaunch` over

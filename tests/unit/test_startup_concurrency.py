@@ -4,6 +4,7 @@ launch message that carries it to every agent (worker.startup_pacing paces the s
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,7 +52,7 @@ def test_local_passes_the_flag_into_the_spec() -> None:
 
 
 def test_a_negative_flag_is_one_line_and_starts_nothing(capsys: pytest.CaptureFixture[str],
-                                                        tmp_path: Any) -> None:
+                                                        tmp_path: Path) -> None:
     code = main(["local", "-n", "2", "--startup-concurrency", "-1", "--run-dir",
                  str(tmp_path / "run"), "--", "true"])
     lines = capsys.readouterr().err.strip().splitlines()
