@@ -16,6 +16,8 @@ from pathlib import Path
 
 import psutil
 
+from worker.startup_pacing import usable_cpus
+
 MIB = 1024 * 1024
 
 
@@ -99,8 +101,7 @@ def describe(repo: Path) -> Machine:
         cpu_model=cpu_model(),
         logical_cpus=os.cpu_count() or 1,
         physical_cores=psutil.cpu_count(logical=False),
-        usable_cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-        else os.cpu_count() or 1,
+        usable_cpus=usable_cpus(),
         memory_bytes=psutil.virtual_memory().total,
         kernel=platform.release() if sys.platform == "linux" else platform.platform(),
         python=f"{sys.version.split()[0]} ({sys.executable})",

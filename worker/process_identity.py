@@ -37,6 +37,8 @@ class ProcStat:
     sid: int
     start_ticks: int
     zombie: bool
+    #: The state letter: ``R`` running, ``S`` asleep, ``D`` in a short kernel wait, ``Z``, ...
+    state: str = ""
 
 
 def _parse_stat(pid: int, raw: bytes) -> ProcStat | None:
@@ -44,7 +46,8 @@ def _parse_stat(pid: int, raw: bytes) -> ProcStat | None:
     fields = raw[raw.rfind(b")") + 2:].split()
     try:
         return ProcStat(pid=pid, ppid=int(fields[1]), sid=int(fields[3]),
-                        start_ticks=int(fields[19]), zombie=fields[0] in (b"Z", b"X"))
+                        start_ticks=int(fields[19]), zombie=fields[0] in (b"Z", b"X"),
+                        state=fields[0].decode("ascii", "replace"))
     except (IndexError, ValueError):
         return None
 

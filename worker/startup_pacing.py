@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from worker.process_identity import read_stat
+
 #: How long a task holds its start-up slot at most.
 HOLD_S = 0.25
 #: While tasks wait for a slot, a task holding one is first looked at this long after it started
@@ -62,12 +64,8 @@ def is_busy(pid: int) -> bool:
     ``/proc/PID/stat``), or in a short wait inside the kernel (``D``: an ``exec`` loading its
     program, a page read from disk). False once it sleeps waiting for an event, is stopped or
     has exited."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return False
-    return raw[raw.rfind(b")") + 2:raw.rfind(b")") + 3] in (b"R", b"D")
+    stat = read_stat(pid)
+    return stat is not None and stat.state in ("R", "D")
 
 
 @dataclass
