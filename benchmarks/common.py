@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import re
@@ -35,6 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from launcher.run.directory import EVENTS_FILE  # noqa: E402
+from launcher.run.event_log import read_events as read_event_file  # noqa: E402
+from launcher.run.events import EventType  # noqa: E402
 from tests.procs import kill_all, wait_until_empty, with_env  # noqa: E402
 
 Event = dict[str, Any]
@@ -103,24 +105,23 @@ def merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, A
 def read_events(run_dir: Path) -> list[Event]:
     """The events of ``run_dir/events.jsonl`` (none if it does not exist; a line still being
     written is left out)."""
-    path = run_dir / "events.jsonl"
+    path = run_dir / EVENTS_FILE
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip().endswith("}")]
+    return read_event_file(path, torn_ok=True)
 
 
-def of(events: Sequence[Event], kind: str, **fields: Any) -> list[Event]:
+def of(events: Sequence[Event], kind: EventType, **fields: Any) -> list[Event]:
     """The events of type ``kind`` whose ``fields`` have the given values."""
     return [e for e in events if e.get("event") == kind
             and all(e.get(k) == v for k, v in fields.items())]
 
 
-def one(events: Sequence[Event], kind: str, what: str, **fields: Any) -> Event:
+def one(events: Sequence[Event], kind: EventType, what: str, **fields: Any) -> Event:
     """The first event of ``of(...)``; BenchmarkError (saying ``what``) if there is none."""
     found = of(events, kind, **fields)
     if not found:
-        raise BenchmarkError(f"no {kind} event {fields or ''} ({what})")
+        raise BenchmarkError(f"no {kind.value} event {fields or ''} ({what})")
     return found[0]
 
 
@@ -275,7 +276,7 @@ def failure_reason(run: CliRun, run_dir: Path) -> str:
              for line in (run.stdout + run.stderr).splitlines() if "agent on" in line][:1]
     with contextlib.suppress(OSError, ValueError):
         for event in read_events(run_dir):
-            cause = event.get("root_cause") if event.get("event") == "job_failed" else None
+            cause = event.get("root_cause") if event.get("event") == EventType.JOB_FAILED else None
             if isinstance(cause, dict):
                 parts.append(f"root cause {cause.get('task')} {cause.get('kind')}: "
                              f"{cause.get('message') or cause.get('exit_code')}")

@@ -46,6 +46,8 @@ from common import (
 from machine import compile_bytecode
 from targets import COORDINATOR_CPU_PCT, COORDINATOR_RSS_MIB, IDLE_N
 
+from launcher.run.events import EventType
+
 IDLE_TASK = REPO / "benchmarks" / "tasks" / "idle_task.py"
 MARKER_ENV = "BENCH_LOAD_MARKER"
 MIB = 1024 * 1024
@@ -83,7 +85,7 @@ def wait_all_stepping(proc: subprocess.Popen[bytes], run_dir: Path, n: int) -> f
     """Wait until each of the N tasks has reported a step; returns when the last one did."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
-        firsts = [e for e in of(read_events(run_dir), "task_progress") if e.get("first")]
+        firsts = [e for e in of(read_events(run_dir), EventType.TASK_PROGRESS) if e.get("first")]
         if len({e.get("task") for e in firsts}) >= n:
             return max(ts(e) for e in firsts)
         try:

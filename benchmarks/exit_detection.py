@@ -28,6 +28,8 @@ from common import (
 )
 from targets import DETECTION_P95_MS
 
+from launcher.run.events import EventType
+
 FAILING_TASK = "worker:2"
 FAILING_EXIT_CODE = 3
 
@@ -64,7 +66,7 @@ def detection_run(cli: Tfcluster, work: Path, sleep_s: float) -> DetectionSample
     if leftovers:
         raise BenchmarkError(f"failure drill: tfcluster left {len(leftovers)} process(es) "
                              f"running: {[p.pid for p in leftovers]}")
-    failed = [e for e in read_events(run_dir) if e.get("event") == "task_failed"]
+    failed = [e for e in read_events(run_dir) if e.get("event") == EventType.TASK_FAILED]
     if [e.get("task") for e in failed] != [FAILING_TASK]:
         raise BenchmarkError(f"failure drill: expected one task_failed for {FAILING_TASK}, got "
                              f"{[e.get('task') for e in failed]}")

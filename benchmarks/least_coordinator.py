@@ -41,24 +41,26 @@ def start_agent(stderr: BinaryIO) -> subprocess.Popen[bytes]:
 def launch_line(n: int, argv: list[str], run_dir: Path) -> bytes:
     """The ``Launch`` that ``tfcluster local -n N --run-dir RUN_DIR -- ARGV`` sends its agent, as
     the JSON line on the wire. Its ports are allocated now and released at once, as in
-    ``tfcluster plan``. The planner is built as ``launcher.cli.compose.planner_for`` builds it for
-    a spec without ``slurm:``; that module imports the whole job machinery, which a launch does not
-    need."""
+    ``tfcluster plan``. The job is placed as the local engine places it
+    (``launcher.backends.local.engine.LocalBackend.place``) without building the engine, whose module
+    loads the agent transports, which a launch does not need."""
     from launcher.cli.parser import build_parser
     from launcher.cli.verbs import local_spec_data
     from launcher.plan.addresses import local_task_address
-    from launcher.plan.planner import Planner
+    from launcher.plan.placement import named_placement
+    from launcher.plan.planner import plan as make_plan
     from launcher.plan.ports import PortAllocator
     from launcher.spec.loading import spec_from_dict
 
     args = build_parser().parse_args(["local", "-n", str(n), "--quiet", "--run-dir",
                                       str(run_dir), "--", *argv])
     spec = spec_from_dict(local_spec_data(args), source="benchmark: least coordinator")
-    planner = Planner(spec, run_dir=str(run_dir), local_python=sys.executable,
-                      base_dir=os.getcwd(), local_address=local_task_address(spec))
+    placement = named_placement(spec, local_python=sys.executable,
+                                local_address=local_task_address(spec))
     with PortAllocator() as allocator:
-        wanted = planner.ports_to_allocate
-        plan = planner.plan(0, dict(zip(wanted, allocator.allocate(len(wanted)), strict=True)))
+        wanted = placement.ports_to_allocate
+        plan = make_plan(spec, placement, attempt=0, run_dir=str(run_dir), base_dir=os.getcwd(),
+                         ports=dict(zip(wanted, allocator.allocate(len(wanted)), strict=True)))
     (host,) = plan.hosts
     return plan.launch_message(host).encode()
 

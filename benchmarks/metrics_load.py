@@ -14,7 +14,6 @@ With ``--tfcluster`` (e.g. an older checkout on PYTHONPATH) the same load can be
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -25,6 +24,9 @@ from pathlib import Path
 
 import psutil
 
+from launcher.run.event_log import read_events
+from launcher.run.events import EventType
+
 REPO = Path(__file__).resolve().parent.parent
 TASK = REPO / "benchmarks" / "tasks" / "metrics_task.py"
 MARKER_ENV = "BENCH_METRICS_MARKER"
@@ -34,11 +36,8 @@ def reported_tasks(run_dir: Path) -> set[str]:
     path = run_dir / "events.jsonl"
     if not path.exists():
         return set()
-    found = set()
-    for line in path.read_text().splitlines():
-        if '"task_progress"' in line and line.endswith("}"):
-            found.add(json.loads(line)["task"])
-    return found
+    return {str(e["task"]) for e in read_events(path, torn_ok=True)
+            if e["event"] == EventType.TASK_PROGRESS}
 
 
 def main() -> int:

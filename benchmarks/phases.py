@@ -15,7 +15,8 @@ from pathlib import Path
 
 from common import BenchmarkError, Event, of, one, ts
 
-from launcher.job.drill import report as drill_report
+from launcher.drill.figures import fault_figures
+from launcher.run.events import EventType
 
 #: /proc start times have clock-tick (10 ms) resolution.
 PROCESS_START_RESOLUTION_S = 0.02
@@ -79,9 +80,9 @@ class Start:
 
 
 def attempt_start(events: Sequence[Event], attempt: int, timing_dir: Path | None) -> Start:
-    started = one(events, "attempt_started", f"attempt {attempt}", attempt=attempt)
-    tasks = of(events, "task_started", attempt=attempt)
-    firsts = [e for e in of(events, "task_progress", attempt=attempt) if e.get("first")]
+    started = one(events, EventType.ATTEMPT_STARTED, f"attempt {attempt}", attempt=attempt)
+    tasks = of(events, EventType.TASK_STARTED, attempt=attempt)
+    firsts = [e for e in of(events, EventType.TASK_PROGRESS, attempt=attempt) if e.get("first")]
     if not tasks or not firsts:
         raise BenchmarkError(f"attempt {attempt}: no task_started or no first task_progress")
     last_started = max(ts(e) for e in tasks)
@@ -129,7 +130,7 @@ class ColdSample:
 
 def cold_sample(events: Sequence[Event], popen_at: float, timing_dir: Path | None,
                 attempt: int = 0) -> ColdSample:
-    job = one(events, "job_started", "cold start")
+    job = one(events, EventType.JOB_STARTED, "cold start")
     start = attempt_start(events, attempt, timing_dir)
     return ColdSample(ts(job) - popen_at, start.attempt_at - ts(job), start, popen_at)
 
@@ -197,22 +198,22 @@ class DrillSample:
 
 def drill_sample(events: Sequence[Event], popen_at: float, task: str,
                  timing_dir: Path | None) -> DrillSample:
-    injected = one(events, "fault_injected", "the fault was never injected")
-    failed = [e for e in of(events, "task_failed", attempt=0) if ts(e) >= ts(injected)]
+    injected = one(events, EventType.FAULT_INJECTED, "the fault was never injected")
+    failed = [e for e in of(events, EventType.TASK_FAILED, attempt=0) if ts(e) >= ts(injected)]
     if [e.get("task") for e in failed] != [task]:
         raise BenchmarkError(f"expected one task_failed for {task}, got "
                              f"{[(e.get('task'), e.get('kind')) for e in failed]}")
     death = failed[0]
     died_at, observed_at = float(death["died_at"]), float(death["observed_at"])
-    exited = of(events, "task_exited", attempt=0)
+    exited = of(events, EventType.TASK_EXITED, attempt=0)
     stopped_at = max([ts(e) for e in exited], default=observed_at)
-    restarting = one(events, "job_restarting", "no restart", attempt=1)
-    found = of(events, "checkpoint_found", attempt=0)
+    restarting = one(events, EventType.JOB_RESTARTING, "no restart", attempt=1)
+    found = of(events, EventType.CHECKPOINT_FOUND, attempt=0)
     restart = attempt_start(events, 1, timing_dir)
-    report = drill_report(list(events))
-    if report.steps_lost is None:
-        raise BenchmarkError("drill report: no steps lost figure")
-    resume_step = one(events, "attempt_started", "no attempt 1", attempt=1).get("resume_step")
+    figures = fault_figures(events, injected)
+    if figures.steps_lost is None:
+        raise BenchmarkError("drill figures: no steps lost figure")
+    resume_step = one(events, EventType.ATTEMPT_STARTED, "no attempt 1", attempt=1).get("resume_step")
     exits = tuple(f"{e.get('task')}: " + (str(e.get("signal")) if e.get("signal")
                                           else f"exit {e.get('exit_code')}") for e in exited)
     return DrillSample(
@@ -220,6 +221,6 @@ def drill_sample(events: Sequence[Event], popen_at: float, task: str,
         end_to_end_ms=(observed_at - ts(injected)) * 1000, died_at=died_at,
         injected_at=ts(injected), observed_at=observed_at, stopped_at=stopped_at,
         lookup_at=ts(found[0]) if found else ts(restarting), restarting_at=ts(restarting),
-        restart=restart, steps_lost=report.steps_lost,
+        restart=restart, steps_lost=figures.steps_lost,
         resume_step=-1 if resume_step is None else int(resume_step),
         cold=cold_sample(events, popen_at, timing_dir, attempt=0), stop_exits=exits)

@@ -20,7 +20,7 @@ its ``events.jsonl``:
 - detection: ``task_failed.detection_latency_ms`` (the agent saw the death -> the coordinator recorded
   it) and end to end ``fault_injected.ts`` -> ``task_failed.observed_at``;
 - recovery: ``task_failed.died_at`` -> the first ``task_progress`` with ``first`` in attempt 1, and
-  the steps lost (``launcher.job.drill.report``), broken down into detect (death ->
+  the steps lost (``launcher.drill.figures.fault_figures``), broken down into detect (death ->
   ``task_failed.observed_at``), stop (-> the last ``task_exited`` of attempt 0), plan (->
   ``attempt_started`` of attempt 1: teardown confirmed, checkpoint lookup, policy, backoff), spawn
   (-> every ``task_started``), import (-> every task had imported its heavy module: ``tensorflow``
@@ -77,6 +77,8 @@ from common import (
 )
 from phases import ColdSample, DrillSample, cold_sample, drill_sample
 from targets import DETECTION_P95_MS
+
+from launcher.run.events import EventType
 
 FAKE_TRAINER = REPO / "tests" / "fake_trainer.py"
 TIMED_ENTRY = REPO / "benchmarks" / "tasks" / "timed_entry.py"
@@ -173,7 +175,7 @@ class Variant:
 def check_outcome(run: CliRun, what: str) -> None:
     if run.exit_code != 0:
         raise BenchmarkError(f"{what}: tfcluster exited {run.exit_code}: {run.tail()}")
-    if not of(run.events, "job_succeeded"):
+    if not of(run.events, EventType.JOB_SUCCEEDED):
         raise BenchmarkError(f"{what}: no job_succeeded event")
 
 
@@ -221,7 +223,7 @@ def one_drill(variant: Variant, w: Workload, backoff_s: float, work: Path) -> Dr
 def one_cold(variant: Variant, w: Workload, backoff_s: float, work: Path) -> ColdSample:
     run, timing = run_job(variant, w, ["run"], backoff_s, work)
     check_outcome(run, "cold run")
-    if of(run.events, "job_restarting"):
+    if of(run.events, EventType.JOB_RESTARTING):
         raise BenchmarkError("cold run: the job restarted")
     return cold_sample(run.events, run.started_at, timing)
 

@@ -9,7 +9,7 @@ key they all accept) and, for each size N, ``--repeats`` times:
 
 - "connect": N connections at once, each TCP + key exchange + host key check + public key
   authentication (:func:`launcher.ssh.connect.connect`), until the last one is authenticated;
-- "agent up": N :meth:`SshBackend.start` calls at once, as the coordinator makes them: connect,
+- "agent up": N :meth:`SshTransport.start` calls at once, as the coordinator makes them: connect,
   exec ``cd REPO && exec PYTHON -m worker.agent``, wait for the agent's hello, send the launch
   message (no task), until the last one has returned. The agents are then closed (EOF) and their
   connections too.
@@ -42,8 +42,9 @@ import psutil
 from common import loadavg, median, progress  # first: it puts the repository on sys.path
 
 from launcher.backends.base import AgentEvent
-from launcher.backends.ssh import SshAgentHandle, SshBackend
+from launcher.backends.ssh.agent import SshAgentHandle, SshTransport
 from launcher.plan.planner import HostPlan
+from launcher.ssh.config import SshHost
 from launcher.ssh.connect import ConnectOptions, SshConnection, connect
 from tests.ssh.sshd import Sshd, generate_key, start_sshd
 from worker.protocol import Launch
@@ -52,10 +53,17 @@ SERVERS = 8
 TARGET_RATIO = 2.0
 
 
-def host_plans(servers: Sequence[Sshd], key: Path, known_hosts: Path) -> list[HostPlan]:
+def host_plans(servers: Sequence[Sshd]) -> list[HostPlan]:
     return [HostPlan(name=f"node-{i}", local=False, address="127.0.0.1", python=sys.executable,
-                     tasks=(), user=None, ssh_port=server.port, identity_file=str(key),
-                     known_hosts=str(known_hosts)) for i, server in enumerate(servers)]
+                     tasks=(), where=f"ssh 127.0.0.1:{server.port}")
+            for i, server in enumerate(servers)]
+
+
+def endpoints(servers: Sequence[Sshd], key: Path, known_hosts: Path) -> dict[str, SshHost]:
+    """How each host is reached (what the SSH engine reads from the spec's ``hosts``)."""
+    return {f"node-{i}": SshHost(name=f"node-{i}", address="127.0.0.1", ssh_port=server.port,
+                                 identity_file=str(key), known_hosts=str(known_hosts))
+            for i, server in enumerate(servers)}
 
 
 @dataclass(frozen=True)
@@ -104,8 +112,8 @@ def in_parallel(calls: Sequence[Callable[[], object]]) -> tuple[Sample, list[obj
     return sample, results
 
 
-def connect_all(backend: SshBackend, hosts: Sequence[HostPlan]) -> Sample:
-    targets = [backend.connector.target(h) for h in hosts]
+def connect_all(backend: SshTransport, hosts: Sequence[HostPlan]) -> Sample:
+    targets = [backend.connector.target(backend.endpoint(h.name)) for h in hosts]
     took, connections = in_parallel([functools.partial(connect, t, backend.connector.options)
                                      for t in targets])
     for connection in connections:
@@ -114,7 +122,7 @@ def connect_all(backend: SshBackend, hosts: Sequence[HostPlan]) -> Sample:
     return took
 
 
-def start_all(backend: SshBackend, hosts: Sequence[HostPlan], logs: Path,
+def start_all(backend: SshTransport, hosts: Sequence[HostPlan], logs: Path,
               servers: Sequence[Sshd]) -> Sample:
     before = servers_cpu(servers) + time.process_time()
     events: queue.SimpleQueue[AgentEvent] = queue.SimpleQueue()
@@ -188,8 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             servers = [start_sshd(work / f"sshd-{i}", [key]) for i in range(SERVERS)]
             known_hosts = work / "known_hosts"
             known_hosts.write_text("".join(s.known_hosts_line() for s in servers))
-            hosts = host_plans(servers, key, known_hosts)
-            backend = SshBackend()
+            hosts = host_plans(servers)
+            backend = SshTransport(endpoints(servers, key, known_hosts).__getitem__)
             progress(f"connect options: {ConnectOptions()}; python {sys.version.split()[0]}")
             start_all(backend, hosts, work, servers)  # warm-up: page cache, first imports
             sizes = [Size(n) for n in args.sizes]

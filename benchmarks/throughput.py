@@ -52,6 +52,8 @@ from common import (
     write_spec,
 )
 
+from launcher.run.events import EventType
+
 MARKER_ENV = "BENCH_THROUGHPUT_MARKER"
 PCH_DIGITS = REPO / "worker" / "examples" / "pch_digits.py"
 TASK = "worker:0"
@@ -108,7 +110,7 @@ def rate(points: Sequence[tuple[int, float]], after_step: int, what: str) -> flo
 
 
 def event_points(events: Sequence[Event]) -> list[tuple[int, float]]:
-    return [(int(e["step"]), ts(e)) for e in of(events, "task_progress", task=TASK)]
+    return [(int(e["step"]), ts(e)) for e in of(events, EventType.TASK_PROGRESS, task=TASK)]
 
 
 def stamp_lines(stream: IO[bytes], into: list[tuple[float, str]]) -> threading.Thread:

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.slurm.cluster import SlurmCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 #: With ``-n 2 --dist loadgroup`` (``make test``), the tests of each group run on one worker, in
 #: order, because they share something machine-wide: the Slurm test cluster, network namespaces,
-#: the sshd fixture; and real TensorFlow jobs, in two groups of about the same length so that at
-#: most two run at once (one per core). The unit and integration tests are spread over both.
+#: the sshd fixture (a test is in one of these by its folder or its marker); and real TensorFlow
+#: jobs, in two groups of about the same length so that at most two run at once (one per core).
+#: The unit and integration tests are spread over both.
 _SERIAL_GROUPS = {"slurm": "slurm", "netns": "netns", "ssh": "ssh"}
 #: The real-TensorFlow files of the second group (the others are in the first).
 _TF_SECOND = {"test_amp_accumulate.py", "test_saving.py", "test_resumable_input.py",
@@ -25,8 +31,38 @@ _TF_SECOND = {"test_amp_accumulate.py", "test_saving.py", "test_resumable_input.
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         folder = item.path.parent.name
-        group = _SERIAL_GROUPS.get(folder)
+        group = _SERIAL_GROUPS.get(folder) or next(
+            (g for mark, g in _SERIAL_GROUPS.items() if item.get_closest_marker(mark)), None)
         if folder == "e2e":
             group = "tensorflow-2" if item.path.name in _TF_SECOND else "tensorflow-1"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+# --- the Slurm test cluster (tests/slurm, and the Slurm engine of tests/contract) ---------------
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """A real Slurm test cluster (munged, slurmctld, four slurmd daemons on this host) for the
+    session; see :mod:`tests.slurm.cluster`. Skipped with the reason when Slurm is not installed
+    (``make sysdeps`` installs it) or the tests do not run as root."""
+    from tests.slurm.cluster import SlurmUnavailable, create_cluster, require_slurm
+
+    try:
+        require_slurm()
+    except SlurmUnavailable as exc:
+        pytest.skip(str(exc))
+    cluster = create_cluster(nodes=4)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def slurm(slurm_cluster: SlurmCluster) -> Iterator[SlurmCluster]:
+    """The session's cluster, with every job cancelled and every step gone after the test."""
+    yield slurm_cluster
+    slurm_cluster.cancel_all()
+    assert not slurm_cluster.leftovers(), "a test left processes behind on the Slurm nodes"

@@ -14,20 +14,27 @@ import heapq
 import itertools
 import queue
 import signal
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.backends.base import AgentClosed, AgentEvent, AgentMessage, Sink
+from launcher.backends.session import PlainSession
+from launcher.chief.access import LOCAL_ONLY
 from launcher.errors import AgentStartError
 from launcher.job.inbox import InboxItem
-from launcher.plan.planner import HostPlan
+from launcher.plan.placement import PastAttempt, Placement, named_placement
+from launcher.plan.planner import HostPlan, LaunchPlan
+from launcher.preflight.report import HostReport, PreflightReport
+from launcher.spec.model import ClusterSpec
 from worker.protocol import (
     DumpStacks,
     Exited,
     Heartbeat,
     Launch,
     Message,
+    Output,
     Progress,
     SignalTasks,
     Started,
@@ -94,6 +101,8 @@ class TaskScript:
     exit_code: int | None = 0
     #: Ignore SIGTERM (only KILL, after the grace period, ends it).
     ignores_term: bool = False
+    #: Lines it prints on stdout as it starts (each an ``Output`` message).
+    stdout: tuple[str, ...] = ()
 
 
 @dataclass
@@ -139,6 +148,8 @@ class FakeAgent:
             script = self.world.scripts(launch.attempt, task.task)
             self.alive.add(task.task)
             self._later(now, Started(task=task.task, pid=1000 + number, ts=now))
+            for line in script.stdout:
+                self._later(now, Output(task=task.task, stream="stdout", line=line))
             for step in range(1, script.steps + 1):
                 self._later(now + step * script.step_s,
                             Progress(task=task.task, step=step, ts=now + step * script.step_s))
@@ -217,14 +228,51 @@ class FakeAgent:
         self.close_input()
         return []
 
+    def lose(self, reason: str = "agent lost") -> None:
+        """End as a killed agent or a dropped connection does: its tasks die unreported and its
+        output ends (the one ``AgentClosed``)."""
+        if self.closed:
+            return
+        self.alive.clear()
+        self.closed = True
+        self.world.agents_closed += 1
+        self.sink(AgentClosed(self.host, reason, self.world.clock.now))
+
 
 class FakeBackend:
-    def __init__(self, world: FakeWorld) -> None:
-        self.world = world
+    """The fake engine: tasks where the spec names them (as the local engine places them), agents
+    that follow the world's scripts, this machine's files for the chief's checkpoints, a session
+    that adds nothing. It passes the engine contract suite (tests/contract) like the real ones."""
 
-    def start(self, host: HostPlan, launch: Launch, sink: Sink, log_path: Path) -> FakeAgent:
+    name = "fake"
+    chief_files = LOCAL_ONLY
+    probes_before_run = False
+
+    def __init__(self, world: FakeWorld, python: str = sys.executable) -> None:
+        self.world = world
+        self.python = python
+        self.closed = False
+
+    def place(self, spec: ClusterSpec, history: Sequence[PastAttempt]) -> Placement:
+        return named_placement(spec, local_python=self.python)
+
+    def start_agent(self, host: HostPlan, launch: Launch, sink: Sink,
+                    log_path: Path) -> FakeAgent:
         if host.name in self.world.failing_hosts:
             raise AgentStartError(host.name, self.world.failing_hosts[host.name],
                                   "check the host")
         self.world.agents_started += 1
         return FakeAgent(self.world, host.name, launch, sink)
+
+    def probe(self, launch_plan: LaunchPlan) -> PreflightReport:
+        return PreflightReport(hosts=tuple(HostReport(h.name, "fake") for h in launch_plan.hosts),
+                               duration_s=0.0)
+
+    def plan_lines(self, launch_plan: LaunchPlan) -> list[str]:
+        return []
+
+    def session(self) -> PlainSession:
+        return PlainSession()
+
+    def close(self) -> None:
+        self.closed = True

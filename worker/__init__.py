@@ -11,13 +11,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from worker.wire.version import TFCLUSTER_VERSION
+
+#: tfcluster's version (pre-flight reads it: a ``worker`` without it is not tfcluster's).
+__version__ = TFCLUSTER_VERSION
+
 if TYPE_CHECKING:
     from worker.reporting import report
     from worker.saving import save_model
     from worker.task_context import TaskContext, context
     from worker.termination import termination_config
 
-__all__ = ["TaskContext", "context", "report", "save_model", "termination_config"]
+__all__ = ["TaskContext", "__version__", "context", "report", "save_model", "termination_config"]
 
 _LAZY = {"TaskContext": "worker.task_context", "context": "worker.task_context",
          "report": "worker.reporting", "termination_config": "worker.termination",

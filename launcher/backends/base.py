@@ -1,9 +1,10 @@
-"""The narrow interface between the coordinator and where agents run (this machine, SSH).
+"""An agent as the coordinator holds it, whatever the engine: a handle to send it commands, and the
+events it sends back.
 
-A backend starts one agent per host and returns an :class:`AgentHandle`. Everything the agent says
-arrives at the coordinator's sink as :class:`AgentMessage` items, followed by exactly one
-:class:`AgentClosed` when its output ends. Local and SSH share the protocol and differ only in
-transport.
+A transport starts one agent per host and returns an :class:`AgentHandle`. Everything the agent
+says arrives at the coordinator's sink as :class:`AgentMessage` items, followed by exactly one
+:class:`AgentClosed` when its output ends. Every engine shares the protocol; engines differ only
+in transport (:mod:`launcher.backends.engine` is the engine's whole interface).
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ class AgentHandle(Protocol):
         ...
 
 
-class Backend(Protocol):
+class Transport(Protocol):
+    """How an engine starts one host's agent: a local subprocess, an SSH session, a job step."""
+
     def start(self, host: HostPlan, launch: Launch, sink: Sink, log_path: Path) -> AgentHandle:
         """Start ``host``'s agent and send it ``launch``; raises AgentStartError."""
         ...

@@ -2,21 +2,21 @@
 (~70 ms) overlap the coordinator's own instead of delaying the first task.
 
 ``tfcluster run`` and ``local`` start one right after parsing the command line, before
-they import the spec model and the job machinery; :class:`~launcher.backends.local.LocalBackend`
+they import the spec model and the job machinery; :class:`~launcher.backends.local.transport.LocalTransport`
 takes it for the first local agent it needs. An early agent waits on its stdin for its launch: one
 that is never taken (a spec without local tasks, a bad spec) sees EOF when it is discarded, or when
 tfcluster exits, and exits at once, having started nothing.
 
 It may be sent the first attempt's launch before anything takes it (:meth:`EarlyAgent.launch`,
-see :mod:`launcher.job.first_launch`); the backend that takes it then checks that this is the
+see :mod:`launcher.cli.start`); the transport that takes it then checks that this is the
 launch it was going to send (:attr:`EarlyAgent.sent`).
 
 Its stderr, the agent's own log, goes to a pipe until the run directory exists; from then on a
 thread copies it into ``RUN_DIR/agents/<host>.log``.
 
-:func:`agent_popen` is how every agent process on this machine is started (a local agent, or the
-``srun`` step of a Slurm node's). This module imports nothing of tfcluster but the environment
-filter, so that starting the agent costs the command line no time.
+:func:`agent_popen` is how every agent process on this machine is started (a local agent, or
+the job step a scheduler's engine starts on a node). This module imports nothing of tfcluster
+but the environment filter, so that starting the agent costs the command line no time.
 """
 
 from __future__ import annotations

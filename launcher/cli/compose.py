@@ -1,6 +1,7 @@
 """The composition root of ``tfcluster run`` / ``local`` / ``drill``: the one place where the
-pieces are chosen and wired together (planner, pre-flight, backends, checkpoint access, console,
-live status, coordinator, signal handlers). Everything below it is handed what it needs.
+pieces are chosen and wired together (the engine, planner, pre-flight, console, live status,
+coordinator, signal handlers). Everything below it is handed what it needs; nothing here knows
+which engine runs the job.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -15,30 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.backends.local import LocalBackend
-from launcher.backends.router import HostRouter
-from launcher.cli.start import fresh_run_dir, planner_for
-from launcher.job.chief_files import FSForHost, LockForHost, local_fs_only, local_lock_only
+from launcher.backends import create_backend
+from launcher.cli.start import engine_options, fresh_run_dir, planner_for
 from launcher.job.coordinator import Coordinator
 from launcher.job.resume import FRESH, Resumption
 from launcher.job.state import JobState
 from launcher.output.console import HOLD_S, Console
-from launcher.output.rundir import RunDir
 from launcher.output.status import PlainStatus, StatusBoard
+from launcher.run.directory import RunDir
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
-    from launcher.backends.base import Backend
     from launcher.backends.early_agent import EarlyAgent
-    from launcher.cli.slurm_run import SlurmParts
-    from launcher.job.checkpoint_lock import LockFile
-    from launcher.job.checkpoints import CheckpointFS
-    from launcher.job.first_launch import FirstLaunch
+    from launcher.backends.engine import Backend
+    from launcher.cli.start import FirstLaunch
     from launcher.job.hooks import AttemptHooks
-    from launcher.plan.planner import HostPlan, Planner
     from launcher.spec.model import ClusterSpec
-    from launcher.ssh.connector import SshConnector
 
 _HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -49,45 +42,6 @@ class RunOutcome:
     run_dir: Path
     #: False when pre-flight stopped the job before anything was started.
     started: bool
-
-
-def _connector(args: argparse.Namespace) -> SshConnector:
-    from launcher.ssh.connector import SshConnector  # paramiko: only for specs with remote hosts
-
-    return SshConnector(accept_new_host_keys=args.accept_new_host_keys,
-                        connect_timeout_s=args.connect_timeout)
-
-
-def _hosts_ready(planner: Planner, connector: SshConnector, args: argparse.Namespace) -> bool:
-    from launcher.preflight.entry import PreflightOptions, preflight
-    from launcher.preflight.view import report_before_run
-
-    options = PreflightOptions(connect_timeout_s=args.connect_timeout,
-                               accept_new_host_keys=args.accept_new_host_keys)
-    report = preflight(planner.preview(), options, connector)
-    return report_before_run(report, planner.spec.name, sys.stderr)
-
-
-def _remote_backend(connector: SshConnector) -> tuple[Backend, FSForHost, LockForHost]:
-    from launcher.backends.ssh import SshBackend
-    from launcher.job.remote_lock import sftp_lock_file
-    from launcher.ssh.sftp import remote_checkpoint_fs
-
-    def checkpoint_fs(host: HostPlan) -> AbstractContextManager[CheckpointFS | None]:
-        return local_fs_only(host) if host.local else remote_checkpoint_fs(connector, host)
-
-    def checkpoint_lock(host: HostPlan, directory: str) -> AbstractContextManager[LockFile | None]:
-        if host.local:
-            return local_lock_only(host, directory)
-        return sftp_lock_file(remote_checkpoint_fs(connector, host), directory)
-
-    return SshBackend(connector), checkpoint_fs, checkpoint_lock
-
-
-def _slurm_parts(planner: Planner) -> SlurmParts | None:
-    from launcher.cli.slurm_run import slurm_parts  # srun and sbatch: only for a slurm spec
-
-    return slurm_parts(planner)
 
 
 def _run_dir(spec: ClusterSpec, args: argparse.Namespace, resumed: Resumption | None) -> RunDir:
@@ -102,53 +56,49 @@ def run_job(spec: ClusterSpec, args: argparse.Namespace, faults: AttemptHooks | 
     """Run ``spec`` to the end as the command line asked; the exit code is the job's.
     ``resumed``: continue that run instead (``tfcluster run --resume``); ``notes``: lines to say
     once the job has started (not before a run directory error, say); ``early``: a local agent
-    the command line started while tfcluster was starting (the first local agent, if fit);
-    ``first``: attempt 0, already launched through it (:mod:`launcher.cli.start`)."""
-    local = LocalBackend(python=sys.executable, early=early)
+    the command line started while tfcluster was starting (the local engines take it);
+    ``first``: a local run already reserved and launched (:mod:`launcher.cli.start`)."""
+    if first is not None:
+        backend = first.backend
+    else:
+        backend = create_backend(spec, engine_options(
+            args, early=early, base_dir=resumed.base_dir if resumed else None,
+            first_attempt=resumed.start.first_attempt if resumed else 0))
     try:
-        return _run_job(spec, args, local, faults=faults, resumed=resumed, notes=notes,
+        return _run_job(spec, args, backend, faults=faults, resumed=resumed, notes=notes,
                         first=first)
     finally:
-        local.discard_early()
+        backend.close()
 
 
-def _run_job(spec: ClusterSpec, args: argparse.Namespace, local: LocalBackend, *,
+def _run_job(spec: ClusterSpec, args: argparse.Namespace, backend: Backend, *,
              faults: AttemptHooks | None, resumed: Resumption | None,
              notes: Sequence[str], first: FirstLaunch | None) -> RunOutcome:
-    run_dir = first.run_dir if first is not None else _run_dir(spec, args, resumed)
-    planner = first.planner if first is not None else \
-        planner_for(spec, str(run_dir.path), resumed.base_dir if resumed else None)
-    remote: Backend | None = None
-    checkpoint_fs: FSForHost = local_fs_only
-    checkpoint_lock: LockForHost = local_lock_only
-    slurm = _slurm_parts(planner) if spec.slurm is not None else None
-    if slurm is not None:
-        from launcher.cli.slurm_run import slurm_ready
+    if first is not None:
+        run_dir, planner = first.reservation.run_dir, first.planner
+    else:
+        run_dir = _run_dir(spec, args, resumed)
+        planner = planner_for(spec, backend, str(run_dir.path),
+                              resumed.base_dir if resumed else os.getcwd())
+    if backend.probes_before_run:
+        from launcher.preflight.view import report_before_run
 
-        if not slurm_ready(planner, args):
+        preview = planner.preview()
+        if not any(host.local for host in preview.hosts):
+            backend.close()  # the early agent: no host of this run is this machine
+        if not report_before_run(backend.probe(preview), spec.name, sys.stderr):
             return RunOutcome(1, run_dir.path, started=False)
-        remote, checkpoint_fs, checkpoint_lock = slurm.backend, slurm.fs, slurm.lock
-    hosts = planner.preview().hosts if slurm is None else ()
-    if not any(host.local for host in hosts):
-        local.discard_early()
-    if slurm is None and any(not host.local for host in hosts):
-        connector = _connector(args)
-        if not _hosts_ready(planner, connector, args):
-            return RunOutcome(1, run_dir.path, started=False)
-        remote, checkpoint_fs, checkpoint_lock = _remote_backend(connector)
+    session = backend.session()
     console = Console(show_task_output=not args.quiet, verbose=args.verbose, hold_s=HOLD_S,
                       at_job_start=notes)
     board = StatusBoard()
     live = console.interactive and not args.quiet
     listener = board.apply if live else PlainStatus(console, board)
-    coordinator = Coordinator(planner, run_dir,
-                              HostRouter(local=local, remote=remote),
-                              console, hooks=slurm.hooks(faults) if slurm else faults,
-                              listeners=[listener, console.on_event,
-                                         *(slurm.listeners if slurm else [])],
-                              checkpoint_fs=checkpoint_fs, checkpoint_lock=checkpoint_lock,
-                              start=resumed.start if resumed else FRESH, first=first)
-    handled = (*_HANDLED_SIGNALS, *(slurm.signals if slurm else ()))
+    coordinator = Coordinator(planner, run_dir, backend, console, session=session,
+                              reservation=first.reservation if first else None, hooks=faults,
+                              listeners=[listener, console.on_event],
+                              start=resumed.start if resumed else FRESH)
+    handled = (*_HANDLED_SIGNALS, *session.stop_signals)
     previous = {sig: signal.signal(sig, coordinator.interrupt) for sig in handled}
     # Everything imported and built so far lives as long as the job: keep the garbage
     # collector from scanning it over and over (its full passes were the coordinator's largest
@@ -157,15 +107,15 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, local: LocalBackend, *
     gc.enable()
     try:
         with console.live(board.table) if live else contextlib.nullcontext(), \
-                slurm.guard(run_dir.path) if slurm else contextlib.nullcontext():
+                session.running(run_dir.path):
             result = coordinator.run()
     finally:
         run_dir.release()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if slurm is not None and slurm.exit_code:  # stopped to be resubmitted without some nodes
+    if session.exit_code is not None:  # the engine ended the run (to be resubmitted, say)
         console.close()
-        return RunOutcome(slurm.exit_code[0], run_dir.path, started=True)
+        return RunOutcome(session.exit_code, run_dir.path, started=True)
     attempts = len(result.attempts)
     if result.state is JobState.SUCCEEDED:
         console.say(f"job {spec.name} succeeded ({attempts} attempt(s)); run dir {run_dir.path}")

@@ -15,7 +15,7 @@ from launcher.drill.session import Plan, run_with_faults
 from launcher.drill.suite import is_suite, load_suite
 from launcher.errors import UsageError
 from launcher.job.hooks import AttemptHooks
-from launcher.output.rundir import default_run_dir
+from launcher.run.directory import default_run_dir
 from launcher.spec.errors import SpecError
 from launcher.spec.model import ClusterSpec
 

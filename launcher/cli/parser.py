@@ -6,9 +6,6 @@ import argparse
 
 from launcher.ssh.deadline import DEFAULT_CONNECT_TIMEOUT_S
 
-#: Actions of ``tfcluster drill --fault ACTION:TARGET[:TRIGGER]`` (see :mod:`launcher.drill.faults`).
-FAULT_NAMES = ("kill", "term", "stop", "crash", "partition", "corrupt-checkpoint", "kill-coordinator")
-
 _DESCRIPTION = """\
 Launch TensorFlow MultiWorkerMirroredStrategy jobs on a cluster described by a YAML spec (or on a
 cluster simulated on this machine), watch every task, and stop them all cleanly when one fails.
@@ -134,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     ready = verbs.add_parser(
         "preflight", help="check every host of a spec at once (SSH, python, worker, ports...)",
         description="Check, for every host of SPEC at the same time, everything 'run' needs "
-        "there: SSH reachable, host key known, login works, python and the worker package, the "
-        "TensorFlow version (the same on every host), the tasks' ports free, and the chief's "
+        "there: SSH reachable, host key known, login works, python and the worker package "
+        "(tfcluster's, the coordinator's version), the TensorFlow version (the same on every "
+        "host), the tasks' ports free, and the chief's "
         "checkpoint directory writable. Prints one table; exits 0 when every host is ready, "
         "1 otherwise. 'run' does this by itself for specs with remote hosts.")
     ready.add_argument("spec", metavar="SPEC")

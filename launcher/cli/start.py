@@ -1,9 +1,11 @@
-"""What a run needs before the job machinery: its planner, its run directory, and, for a run of
-this machine alone, the first attempt's launch (:mod:`launcher.job.first_launch`).
+"""What a run needs before the job machinery: its engine, planner and run directory, and, for a
+new run of this machine alone, its reservation and first launch.
 
 ``tfcluster run`` and ``local`` use these right after validating the spec and before they import
-the composition root (:mod:`launcher.cli.compose`), so that the first tasks start while the rest of
-tfcluster is still being imported. Nothing here imports the job loop.
+the composition root (:mod:`launcher.cli.compose`): a run of the local engine reserves what its
+first attempt needs (:func:`launcher.job.reservation.reserve`) and sends that attempt's launch to
+the agent started early, so that the first tasks start while the rest of tfcluster is still being
+imported. Nothing here imports the job loop.
 """
 
 from __future__ import annotations
@@ -11,49 +13,74 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.output.rundir import RunDir, default_run_dir
-from launcher.plan.addresses import local_task_address
+from launcher.backends.engine import EngineOptions
 from launcher.plan.planner import Planner
+from launcher.run.directory import RunDir, default_run_dir
+from launcher.ssh.deadline import DEFAULT_CONNECT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from launcher.backends.early_agent import EarlyAgent
-    from launcher.job.first_launch import FirstLaunch
+    from launcher.backends.engine import Backend
+    from launcher.job.reservation import Reservation
     from launcher.spec.model import ClusterSpec
 
 
-def planner_for(spec: ClusterSpec, run_dir: str, base_dir: str | None = None) -> Planner:
-    """This machine's planner for ``spec``: tfcluster's interpreter for local tasks, paths
-    relative to the current directory, local tasks at the address remote hosts reach; for a
-    spec with ``slurm:``, the nodes of the allocation this process runs in. ``base_dir``: where
-    relative paths start instead (a resumed run's, as stored)."""
-    if spec.slurm is not None:
-        from launcher.cli.slurm_run import slurm_planner
+def engine_options(args: argparse.Namespace | None = None, *, early: EarlyAgent | None = None,
+                   base_dir: str | None = None, first_attempt: int = 0) -> EngineOptions:
+    """The engine options the command line gives (SSH's from ``--connect-timeout`` and
+    ``--accept-new-host-keys``, where the verb has them)."""
+    timeout = getattr(args, "connect_timeout", None)
+    return EngineOptions(python=sys.executable, base_dir=base_dir or os.getcwd(),
+                         connect_timeout_s=DEFAULT_CONNECT_TIMEOUT_S if timeout is None
+                         else timeout,
+                         accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
+                         early=early, first_attempt=first_attempt)
 
-        return slurm_planner(spec, run_dir, base_dir=base_dir or os.getcwd())
-    return Planner(spec, run_dir=run_dir, local_python=sys.executable,
-                   base_dir=base_dir or os.getcwd(),
-                   local_address=local_task_address(spec))
+
+def planner_for(spec: ClusterSpec, backend: Backend, run_dir: str, base_dir: str) -> Planner:
+    """``spec`` planned on ``backend`` for the run in ``run_dir``; relative paths start at
+    ``base_dir``."""
+    return Planner(spec, backend.place, run_dir=run_dir, base_dir=base_dir)
 
 
 def fresh_run_dir(spec: ClusterSpec, args: argparse.Namespace) -> RunDir:
     """The run directory of a new run: ``--run-dir``, or ``runs/<job>-<time>``."""
-    from launcher.job.stored_spec import stored_spec
+    from launcher.run.stored_spec import stored_spec
 
     return RunDir(Path(args.run_dir or default_run_dir(spec.name)).absolute(),
                   stored_spec=stored_spec(spec, os.getcwd()))
 
 
+@dataclass
+class FirstLaunch:
+    """A new local run, started: its engine, planner and reservation, attempt 0 launched."""
+
+    backend: Backend
+    planner: Planner
+    reservation: Reservation
+
+
 def launch_first(spec: ClusterSpec, args: argparse.Namespace,
                  early: EarlyAgent) -> FirstLaunch | None:
-    """Attempt 0 of a new run of this machine alone, launched now through ``early``; None when
-    the run is not one that can start so (remote hosts, Slurm)."""
-    from launcher.job.first_launch import can_launch_first
-    from launcher.job.first_launch import launch_first as launch
-
-    if not can_launch_first(spec):
+    """Attempt 0 of a new run of the local engine, reserved and launched now through ``early``;
+    None (nothing done) for a run of another engine. Raises, having kept nothing, what reserving
+    raises (a run directory in use, a held checkpoint directory, no free ports)."""
+    if spec.engine != "local":
         return None
+    from launcher.backends.local.engine import LocalBackend
+    from launcher.job.reservation import reserve
+
+    backend = LocalBackend(spec, engine_options(args, early=early))
     run_dir = fresh_run_dir(spec, args)
-    return launch(planner_for(spec, str(run_dir.path)), run_dir, early)
+    planner = planner_for(spec, backend, str(run_dir.path), backend.options.base_dir)
+    reservation = reserve(planner, run_dir, backend.chief_files)
+    try:
+        backend.launch_early(planner.plan(0, reservation.ports))
+    except BaseException:
+        reservation.release()
+        raise
+    return FirstLaunch(backend, planner, reservation)

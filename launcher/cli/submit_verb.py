@@ -1,12 +1,11 @@
-"""``tfcluster submit SPEC --nodes N``: write the job's sbatch script and submit it (see
-:mod:`launcher.slurm.sbatch`); ``--dry-run`` prints the script and submits nothing."""
+"""``tfcluster submit SPEC --nodes N``: the verb's arguments and help; the engine's
+:class:`~launcher.backends.engine.Submitter` writes the job's batch script and submits it
+(``--dry-run`` prints the script and submits nothing)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 from launcher.errors import UsageError
 
@@ -41,40 +40,20 @@ def add_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 def cmd_submit(args: argparse.Namespace) -> int:
     # imported here: the parser imports this module for add_parser, and every verb builds it
-    from launcher.plan.slurm_planner import slurm_task_order
-    from launcher.slurm.sbatch import BatchRequest, batch_script, submit
+    from launcher.backends import submitter_for
     from launcher.spec.loading import load_spec
-    from launcher.spec.placement import nodes_needed
 
     spec = load_spec(args.spec)
-    if spec.slurm is None:
+    submitter = submitter_for(spec)
+    if submitter is None:
         raise UsageError(f"tfcluster submit: {args.spec} has no slurm section: add "
                          "'slurm: {tasks_per_node: 1}' to place its tasks on Slurm nodes")
-    need = nodes_needed(spec.slurm, len(slurm_task_order(spec))) + spec.slurm.spare_nodes
-    if args.nodes < need:
-        raise UsageError(f"tfcluster submit: --nodes {args.nodes} is too few: {args.spec} needs "
-                         f"{need} node(s) (tasks / slurm.tasks_per_node + slurm.spare_nodes)")
-    if not 1 <= args.grace <= 3600:
-        raise UsageError("tfcluster submit: --grace must be between 1 and 3600 seconds")
-    if args.grace <= spec.health.grace_period_s:
-        raise UsageError(f"tfcluster submit: --grace {args.grace} leaves the tasks no time to "
-                         f"save: make it longer than health.grace_period_s "
-                         f"({spec.health.grace_period_s:g}s)")
-    run_dir = Path(args.run_dir or Path("runs") / spec.name).absolute()
-    script = run_dir.parent / f"{run_dir.name}.sbatch"
-    request = BatchRequest(spec=str(Path(args.spec).absolute()), run_dir=str(run_dir),
-                           script=str(script), job_name=f"tfcluster-{spec.name}",
-                           nodes=args.nodes, python=sys.executable, workdir=os.getcwd(),
-                           grace_s=args.grace, time=args.time, partition=args.partition,
-                           account=args.account, extra=tuple(args.sbatch_arg))
-    text = batch_script(request)
+    request = submitter.dryrun(spec, args.spec, vars(args))
     if args.dry_run:
-        print(text, end="")
+        print(submitter.show(request), end="")
         return 0
-    run_dir.mkdir(parents=True, exist_ok=True)
-    script.write_text(text)
-    job_id = submit(str(script))
+    job_id = submitter.schedule(request)
     print(job_id)
-    print(f"tfcluster: submitted job {job_id} ({script}); follow it with: tfcluster status "
-          f"{run_dir}", file=sys.stderr)
+    print(f"tfcluster: submitted job {job_id} ({request.script}); follow it with: tfcluster "
+          f"status {request.run_dir}", file=sys.stderr)
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from launcher.backends.early_agent import EarlyAgent
+    from launcher.backends.engine import Backend
     from launcher.spec.model import ClusterSpec
 
 
@@ -40,55 +42,54 @@ def _load_for_run(args: argparse.Namespace) -> ClusterSpec:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    spec = _load(args.spec)
-    slots = spec.task_slots()
-    hosts = {s.host for s in slots}
-    if spec.slurm is not None:
-        from launcher.spec.placement import nodes_needed
+    from launcher.backends import engine_module
 
-        nodes = nodes_needed(spec.slurm, len(slots)) + spec.slurm.spare_nodes
-        print(f"{args.spec}: OK ({len(slots)} task(s) on {nodes} Slurm node(s))")
-        return 0
-    print(f"{args.spec}: OK ({len(slots)} task(s) on {len(hosts)} host(s))")
+    spec = _load(args.spec)
+    print(f"{args.spec}: OK ({engine_module(spec.engine).size(spec)})")
     return 0
 
 
+def _engine(spec: ClusterSpec, args: argparse.Namespace) -> Backend:
+    from launcher.backends import create_backend
+    from launcher.cli.start import engine_options
+
+    return create_backend(spec, engine_options(args))
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    from launcher.output.rundir import default_run_dir
+    from launcher.cli.start import planner_for
     from launcher.plan.ports import PortAllocator
     from launcher.plan.view import plan_json, plan_text
+    from launcher.run.directory import default_run_dir
 
     spec = _load(args.spec)
-    from launcher.cli.start import planner_for
-
-    planner = planner_for(spec, str(default_run_dir(spec.name).absolute()))
-    with PortAllocator() as allocator:
-        wanted = planner.ports_to_allocate
-        launch_plan = planner.plan(0, dict(zip(wanted, allocator.allocate(len(wanted)),
-                                               strict=True)))
-    print(plan_json(launch_plan, spec.health) if args.json else
-          plan_text(launch_plan, spec.health, slurm=spec.slurm is not None))
-    if spec.slurm is not None and not args.json:
-        from launcher.cli.slurm_run import step_lines
-
-        print("\n".join(step_lines(launch_plan)))
+    backend = _engine(spec, args)
+    try:
+        planner = planner_for(spec, backend, str(default_run_dir(spec.name).absolute()),
+                              os.getcwd())
+        with PortAllocator() as allocator:
+            wanted = planner.ports_to_allocate
+            launch_plan = planner.plan(0, dict(zip(wanted, allocator.allocate(len(wanted)),
+                                                   strict=True)))
+        print(plan_json(launch_plan, spec) if args.json else
+              plan_text(launch_plan, spec.health))
+        if not args.json and (extra := backend.plan_lines(launch_plan)):
+            print("\n".join(extra))
+    finally:
+        backend.close()
     return 0
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from launcher.preflight.entry import PreflightOptions, preflight
+    from launcher.cli.start import planner_for
     from launcher.preflight.view import print_report
 
     spec = _load(args.spec)
-    if spec.slurm is not None:  # every node of the allocation, as job steps
-        from launcher.cli.slurm_run import print_slurm_preflight
-
-        return print_slurm_preflight(spec)
-    options = PreflightOptions(connect_timeout_s=args.connect_timeout,
-                               accept_new_host_keys=args.accept_new_host_keys)
-    from launcher.cli.start import planner_for
-
-    report = preflight(planner_for(spec, "").preview(), options)
+    backend = _engine(spec, args)
+    try:
+        report = backend.probe(planner_for(spec, backend, "", os.getcwd()).preview())
+    finally:
+        backend.close()
     print_report(report, sys.stdout)
     return 0 if report.ok else 1
 

@@ -27,7 +27,9 @@ from typing import Any
 
 from launcher.drill.faults import Fault, TriggerKind
 from launcher.drill.figures import last_step_before
-from launcher.output.events import EventType
+from launcher.run.directory import EVENTS_FILE
+from launcher.run.event_log import read_events
+from launcher.run.events import EventType, FaultInjected
 from launcher.spec.model import ClusterSpec
 
 #: Every task must be gone this soon after the coordinator is SIGKILLed.
@@ -66,11 +68,10 @@ class LossReport:
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "events.jsonl"
+    path = run_dir / EVENTS_FILE
     if not path.exists():
         return []
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return [json.loads(line) for line in lines if line.endswith("}")]
+    return read_events(path, torn_ok=True)
 
 
 def _due(events: Sequence[dict[str, Any]], fault: Fault, now: float) -> bool:
@@ -130,23 +131,24 @@ def run_with_coordinator_loss(child: ChildRunner, spec: ClusterSpec, run_dir: Pa
     pids = [int(e["pid"]) for e in events if e["event"] == EventType.TASK_STARTED and e.get("pid")
             and spec.is_local(str(e.get("host", "")))]
     attempt = max((int(e["attempt"]) for e in events if "attempt" in e), default=0)
-    event = {"ts": killed_at or time.time(), "event": EventType.FAULT_INJECTED.value,
-             "attempt": attempt, "fault": str(fault), "action": fault.action.value,
-             "trigger": str(fault.trigger), "task": "", "host": "",
-             "tasks": sorted({str(e["task"]) for e in events if e["event"] == EventType.TASK_STARTED
-                              and int(e["attempt"]) == attempt}),
-             "signal": "SIGKILL", "step": last_step_before(events, killed_at or 0.0)}
     if killed_at is None:
         report = LossReport(code, False, None, [], None, None)
         report.problems.append(f"{fault} was never injected: the job ended (exit code {code}) "
                                "before its trigger")
         return report
     gone_s, survivors = _wait_gone(pids, TASKS_GONE_WITHIN_S)
-    event["detail"] = ("every task gone" if gone_s is None else
-                       f"every task gone {gone_s:.2f} s after it")
+    injected = FaultInjected(
+        attempt=attempt, fault=str(fault), action=fault.action.value,
+        trigger=str(fault.trigger), task="", host="",
+        tasks=sorted({str(e["task"]) for e in events if e["event"] == EventType.TASK_STARTED
+                      and int(e["attempt"]) == attempt}),
+        signal="SIGKILL", step=last_step_before(events, killed_at),
+        detail=(f"{len(survivors)} task(s) survived it" if survivors
+                else "every task gone" if gone_s is None
+                else f"every task gone {gone_s:.2f} s after it"))
+    event = {"ts": killed_at, "event": injected.event_name, **injected.record()}
     report = LossReport(code, True, gone_s, survivors, None, event)
     if survivors:
-        event["detail"] = f"{len(survivors)} task(s) survived it"
         report.problems.append(f"task pid(s) {survivors} outlived the coordinator by more than "
                                f"{TASKS_GONE_WITHIN_S:g} s (killed by the drill)")
     resumed = child.start(["run", "--resume", str(run_dir), "--quiet"], log)

@@ -1,6 +1,6 @@
 """``corrupt-checkpoint:latest``: truncate the data of the chief's latest complete checkpoint.
 
-Discovery (:func:`launcher.job.checkpoints.latest_checkpoint`) rejects a checkpoint with an empty
+Discovery (:func:`launcher.chief.checkpoints.latest_checkpoint`) rejects a checkpoint with an empty
 data shard, so the restart that follows must resume from the previous complete checkpoint (or from
 scratch when there is none). Only a chief whose checkpoint directory is on this machine can be
 corrupted (for a remote chief the fault is never injected, and the drill fails saying so); the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 
-from launcher.job.checkpoints import latest_checkpoint
+from launcher.chief.checkpoints import latest_checkpoint
 
 
 def corrupt_latest(directory: str | None) -> str | None:

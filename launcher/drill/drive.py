@@ -26,6 +26,7 @@ from launcher.drill.session import (
 from launcher.drill.suite import Scenario
 from launcher.drill.verdict import final_result
 from launcher.errors import TfclusterError
+from launcher.run.directory import EVENTS_FILE
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def _say(text: str) -> None:
 
 def _baseline(request: DrillRequest, run_job: RunJob) -> str | None:
     if request.baseline_from is not None:
-        if not (request.baseline_from / "events.jsonl").exists():
+        if not (request.baseline_from / EVENTS_FILE).exists():
             raise TfclusterError(f"--baseline-from {request.baseline_from}: not a run directory "
                                  "(no events.jsonl)")
         found = final_result(request.baseline_from)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from launcher.output.events import EventType
+from launcher.run.events import EventType
 
 Record = dict[str, Any]
 

@@ -19,9 +19,9 @@ from typing import Protocol
 from launcher.drill.corrupt import corrupt_latest
 from launcher.drill.faults import Action, Fault, TargetKind, TriggerKind
 from launcher.errors import TfclusterError
-from launcher.job.events import FaultInjected
 from launcher.job.hooks import TaskControl
 from launcher.job.tasks import TaskState
+from launcher.run.events import FaultInjected
 
 #: ``random`` triggers draw a step in 1..this when the caller knows no better horizon.
 DEFAULT_RANDOM_HORIZON = 100
@@ -75,23 +75,6 @@ def resolve(faults: Sequence[Fault], task_hosts: Mapping[str, str], seed: int,
     return planned
 
 
-@dataclass(frozen=True)
-class FaultApplied(FaultInjected):
-    """A drill's ``fault_injected`` event: ``task`` (the first task hurt), ``signal`` and ``step``
-    (the last step every task of the attempt had reached) plus the fault as written, what it
-    resolved to and what was done (``detail``: the checkpoint corrupted, the route added)."""
-
-    fault: str = ""
-    action: str = ""
-    trigger: str = ""
-    tasks: tuple[str, ...] = ()
-    detail: str = ""
-    #: When the fault was applied (wall clock, just before the signal was sent or the file
-    #: touched): the event's own ``ts`` is when it was written, which can come after the agent
-    #: already saw the task die.
-    sent_at: float = 0.0
-
-
 class Partitioner(Protocol):
     """Cuts a host off the network and heals it later (see :mod:`launcher.drill.partition`)."""
 
@@ -118,7 +101,7 @@ class FaultInjector:
     planned: Sequence[Planned]
     checkpoint_dir: str | None = None
     partitioner: Partitioner | None = None
-    fired: list[FaultApplied] = field(default_factory=list)
+    fired: list[FaultInjected] = field(default_factory=list)
     _done: set[int] = field(default_factory=set)
     _view: _AttemptView = field(default_factory=_AttemptView)
 
@@ -185,7 +168,7 @@ class FaultInjector:
                 return False  # no agent reachable yet: try again later
         self._done.add(index)
         view = self._seen(control)
-        event = FaultApplied(
+        event = FaultInjected(
             attempt=control.attempt, fault=str(planned.fault), action=action.value,
             trigger=planned.trigger, task=planned.tasks[0] if planned.tasks else "",
             tasks=planned.tasks, host=",".join(sorted(set(hosts))),

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from launcher.drill.session import ScenarioResult
-from launcher.output.events import EventType, read_events
+from launcher.run.directory import EVENTS_FILE
+from launcher.run.event_log import read_events
+from launcher.run.events import EventType
 
 
 def draw(results: Sequence[ScenarioResult], path: Path) -> Path | None:
@@ -23,8 +25,8 @@ def draw(results: Sequence[ScenarioResult], path: Path) -> Path | None:
     figure, axes = plt.subplots(len(results), 1, figsize=(10, 2.8 * len(results) + 0.6),
                                 squeeze=False)
     for ax, result in zip(axes[:, 0], results, strict=True):
-        events_path = result.run_dir / "events.jsonl"
-        events = read_events(events_path) if events_path.exists() else []
+        events_path = result.run_dir / EVENTS_FILE
+        events = read_events(events_path, torn_ok=True) if events_path.exists() else []
         start = min((float(e["ts"]) for e in events), default=0.0)
         tasks = sorted({str(e["task"]) for e in events if e["event"] == EventType.TASK_PROGRESS})
         for n, task in enumerate(tasks):

@@ -21,7 +21,8 @@ from launcher.drill.injector import FaultInjector, Planned, resolve
 from launcher.drill.partition import NamespaceLink, NamespacePartitioner, locate
 from launcher.drill.verdict import Verdict, compare, final_result
 from launcher.job.hooks import AttemptHooks
-from launcher.output.events import read_events
+from launcher.run.directory import EVENTS_FILE
+from launcher.run.event_log import read_events
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
 
@@ -154,7 +155,8 @@ def run_scenario(plan: Plan, name: str, faults: Sequence[Fault], *, repeat: int,
         planned = [*planned, *resolve(losses, task_hosts, plan.seed + repeat)]
     else:
         code = run_with_faults(spec, run_dir, planned, run_job)
-    events = read_events(run_dir / "events.jsonl") if (run_dir / "events.jsonl").exists() else []
+    path = run_dir / EVENTS_FILE
+    events = read_events(path, torn_ok=True) if path.exists() else []
     result = ScenarioResult(name, repeat, run_dir, tuple(faults), tuple(planned), code,
                             run_figures(events, extra), compare(final_result(run_dir), baseline),
                             loss, checkpointing=spec.checkpoint is not None)

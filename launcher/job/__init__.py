@@ -1,2 +1,2 @@
 """The job loop: the coordinator, one attempt, its agents and tasks, health, the restart
-policy, failures, checkpoint discovery and drills."""
+policy, the failures of an attempt and resuming a run."""

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.backends.base import AgentEvent, AgentHandle, AgentMessage, Backend
+from launcher.backends.base import AgentEvent, AgentHandle, AgentMessage
+from launcher.backends.engine import Backend
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan, LaunchPlan
 from worker.protocol import Message, Output, Ping, Terminate
@@ -101,8 +102,8 @@ class AgentSet:
 
         def start(host: HostPlan) -> None:
             try:
-                handle = self._backend.start(host, plan.launch_message(host), self._sink,
-                                             log_for(host.name))
+                handle = self._backend.start_agent(host, plan.launch_message(host), self._sink,
+                                                   log_for(host.name))
             except Exception as exc:  # any failure to start is that host's failure
                 why = str(exc) if isinstance(exc, AgentStartError) \
                     else f"{host.name}: {type(exc).__name__}: {exc}"

@@ -4,7 +4,7 @@ unhealthy tasks, and tear the whole attempt down (verified) when one task fails.
 Everything arrives on one inbox (agent reader threads, agent starts, signal handlers), and this
 class alone decides, in the order things happened. It sleeps on that inbox until the next health
 deadline, so a failure is handled the moment its message arrives, with no polling. What it learned
-comes back as an :class:`~launcher.job.outcome.AttemptResult`; the job's state machine belongs to
+comes back as an :class:`~launcher.run.outcome.AttemptResult`; the job's state machine belongs to
 the coordinator, which this class only tells when the attempt changes phase.
 """
 
@@ -24,30 +24,30 @@ from launcher.job.agents import (
     AgentSet,
     AgentUp,
 )
-from launcher.job.events import (
+from launcher.job.failure_log import FailureLog
+from launcher.job.health import HealthIssue, HealthMonitor
+from launcher.job.hooks import AttemptHooks
+from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
+from launcher.job.state import JobState
+from launcher.job.task_health import TaskHealthWatch
+from launcher.job.tasks import TaskState, TaskTable
+from launcher.output.console import Console
+from launcher.output.task_logs import TaskLogs
+from launcher.plan.planner import LaunchPlan
+from launcher.plan.secrets import Redactor
+from launcher.run.directory import RunDir
+from launcher.run.events import (
     AttemptStarted,
+    Event,
     JobStopping,
+    ModelExported,
     TaskExited,
     TaskPreempted,
     TaskProgress,
     TaskStarted,
 )
-from launcher.job.exports import ModelExported
-from launcher.job.failure_log import FailureLog
-from launcher.job.failures import FailureKind, format_report
-from launcher.job.health import HealthIssue, HealthMonitor
-from launcher.job.hooks import AttemptHooks
-from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
-from launcher.job.outcome import AttemptResult, AttemptStatus
-from launcher.job.state import JobState
-from launcher.job.task_health import TaskHealthWatch
-from launcher.job.tasks import TaskState, TaskTable
-from launcher.output.console import Console
-from launcher.output.events import Event
-from launcher.output.rundir import RunDir
-from launcher.output.task_logs import TaskLogs
-from launcher.plan.planner import LaunchPlan
-from launcher.plan.secrets import Redactor
+from launcher.run.failures import FailureKind, format_report
+from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.spec.model import HealthSpec
 from worker.protocol import (
     AgentError,

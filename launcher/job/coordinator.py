@@ -6,9 +6,9 @@ One thread runs the loop; agent reader threads and signal handlers only put item
 The coordinator alone owns the job's :class:`~launcher.job.state.JobStateMachine`.
 
 Around the loop, :meth:`Coordinator.run` guards what the job shares with other runs: the chief's
-checkpoint directory is locked for the whole run (:mod:`launcher.job.checkpoint_lock`), the run
+checkpoint directory is locked for the whole run (:mod:`launcher.chief.lock`), the run
 directory must be this run's alone, and a run directory that breaks mid-job ends the job cleanly
-(:class:`~launcher.output.rundir.RunDirError`). It also reads the preemption notices out of the
+(:class:`~launcher.run.directory.RunDirError`). It also reads the preemption notices out of the
 events (:mod:`launcher.job.preemption_notices`) so that the policy can tell a real preemption from
 a bare exit 143.
 """
@@ -21,41 +21,42 @@ import os
 import queue
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.backends.base import AgentClosed, Backend
+from launcher.backends.base import AgentClosed
+from launcher.backends.engine import Backend, Session
+from launcher.backends.session import PlainSession
+from launcher.chief.checkpoints import CheckpointFS, latest_checkpoint, remove_worker_temp_dirs
 from launcher.job.agents import AgentSet, Spawn, in_thread
 from launcher.job.attempt import AttemptRunner
-from launcher.job.checkpoint_lock import HolderRecord, held
-from launcher.job.checkpoints import CheckpointFS, latest_checkpoint, remove_worker_temp_dirs
-from launcher.job.chief_files import FSForHost, LockForHost, local_fs_only, local_lock_only
-from launcher.job.events import (
+from launcher.job.health import in_force
+from launcher.job.hooks import AttemptHooks
+from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
+from launcher.job.policy import Action, Decision, decide
+from launcher.job.preemption_notices import PreemptionNotices
+from launcher.job.reservation import Reservation, reserve
+from launcher.job.resume import FRESH, StartingPoint
+from launcher.job.state import JobState, JobStateMachine
+from launcher.job.task_health import TaskHealthWatch
+from launcher.output.console import Console
+from launcher.plan.planner import HostPlan, LaunchPlan, Planner, ResumePoint
+from launcher.plan.ports import PortAllocator, port_is_free
+from launcher.run.directory import RunDir, RunDirError
+from launcher.run.event_log import EventLog, Listener
+from launcher.run.events import (
     CheckpointFound,
+    Event,
     JobFailed,
     JobRestarting,
     JobStarted,
     JobSucceeded,
     SkippedCheckpoint,
 )
-from launcher.job.failures import TaskFailure, exit_code_for_signal
-from launcher.job.first_launch import FirstLaunch
-from launcher.job.health import in_force
-from launcher.job.hooks import AttemptHooks
-from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
-from launcher.job.outcome import AttemptResult, AttemptStatus
-from launcher.job.policy import Action, Decision, decide
-from launcher.job.preemption_notices import PreemptionNotices
-from launcher.job.resume import FRESH, StartingPoint
-from launcher.job.state import JobState, JobStateMachine
-from launcher.job.summary import job_summary, restart_from
-from launcher.job.task_health import TaskHealthWatch
-from launcher.output.console import Console
-from launcher.output.events import Event, EventLog, Listener
-from launcher.output.rundir import RunDir, RunDirError
-from launcher.plan.planner import HostPlan, LaunchPlan, Planner, ResumePoint
-from launcher.plan.ports import PortAllocator, port_is_free
+from launcher.run.failures import TaskFailure, exit_code_for_signal
+from launcher.run.outcome import AttemptResult, AttemptStatus
+from launcher.run.summary import job_summary, restart_from
 from worker.tfconfig import TaskId
 
 #: How long a restart waits for the previous attempt's ports to be released.
@@ -83,21 +84,27 @@ def _simple_queue() -> Inbox:
 
 
 class Coordinator:
+    """Runs one job: ``planner`` says what each attempt starts, ``backend`` (the engine) places
+    and starts it, ``session`` is the engine's part of this run, ``reservation`` what the run
+    holds before its first attempt (taken by :func:`reserve` if not given, with ``ports``
+    allocating its ports). ``clock``,
+    ``new_inbox`` and ``spawn`` are the loop's seams to time and threads (the tests' simulated
+    world replaces them)."""
+
     def __init__(self, planner: Planner, run_dir: RunDir, backend: Backend, console: Console,
-                 *, ports: PortAllocator | None = None, checkpoint_fs: FSForHost = local_fs_only,
+                 *, session: Session | None = None, reservation: Reservation | None = None,
                  hooks: AttemptHooks | None = None, listeners: Sequence[Listener] = (),
-                 clock: Clock = time.time, new_inbox: Callable[[], Inbox] | None = None,
-                 spawn: Spawn = in_thread, checkpoint_lock: LockForHost = local_lock_only,
-                 start: StartingPoint = FRESH, first: FirstLaunch | None = None) -> None:
+                 start: StartingPoint = FRESH, ports: PortAllocator | None = None,
+                 clock: Clock = time.time,
+                 new_inbox: Callable[[], Inbox] | None = None, spawn: Spawn = in_thread) -> None:
         self.planner = planner
         self.spec = planner.spec
         self.run_dir = run_dir
         self.backend = backend
+        self.session = session or PlainSession()
         self.console = console
-        self.first = first  # attempt 0 already launched: its run dir, ports and lock are held
-        self.ports = first.allocator if first is not None else ports or PortAllocator()
-        self.checkpoint_fs = checkpoint_fs
-        self.checkpoint_lock = checkpoint_lock
+        self.reservation = reservation
+        self.ports = ports or PortAllocator()  # the reservation's, once the run starts
         self.hooks = hooks
         self.listeners = list(listeners)
         self.clock = clock
@@ -124,71 +131,51 @@ class Coordinator:
         checkpoint directory (locked for this whole run). A run directory that breaks later (disk
         full, removed) stops every task, records ``job_failed`` and ``summary.json`` as far as
         they can still be written, and raises :class:`RunDirError`."""
-        first = self.first
-        if first is None:
-            self.run_dir.check()
-        ports = self._allocate() if first is None else first.ports  # before the run dir exists
+        reservation = self.reservation or reserve(self.planner, self.run_dir,
+                                                  self.backend.chief_files, ports=self.ports)
+        self.ports = reservation.allocator
         try:
-            with self._checkpoint_dir_locked() if first is None else first.held:
-                if first is None:
-                    self.run_dir.create()
-                else:
-                    first.warnings.to(self.console.warn)
-                started = self.start.started_at or self.clock()
+            reservation.warnings.to(self.console.warn)
+            started = self.start.started_at or self.clock()
+            try:
+                self.events = EventLog(self.run_dir.events, self.clock)
+                for listener in self.listeners:
+                    self.events.subscribe(listener)
                 try:
-                    self.events = EventLog(self.run_dir.events, self.clock)
-                    for listener in self.listeners:
-                        self.events.subscribe(listener)
-                    try:
-                        result = self._run_job(ports)
-                    finally:
-                        self._end_agents()
-                    self._tidy_checkpoint_dir()
-                    self.run_dir.write_summary(self._summary(result, started))
-                except OSError as exc:
-                    if not self.run_dir.caused(exc):
-                        raise
-                    raise self._run_dir_broke(exc, started) from exc
+                    result = self._run_job(reservation.ports)
                 finally:
-                    if self.events is not None:
-                        with contextlib.suppress(OSError):
-                            self.events.close()
+                    self._end_agents()
+                self._tidy_checkpoint_dir()
+                self.run_dir.write_summary(self._summary(result, started))
+            except OSError as exc:
+                if not self.run_dir.caused(exc):
+                    raise
+                raise self._run_dir_broke(exc, started) from exc
+            finally:
+                if self.events is not None:
+                    with contextlib.suppress(OSError):
+                        self.events.close()
         finally:
-            self.ports.close()
+            reservation.release()
         return result
-
-    @contextlib.contextmanager
-    def _checkpoint_dir_locked(self) -> Iterator[None]:
-        """Hold the lock of the chief's checkpoint directory for the time of the ``with``."""
-        preview = self.planner.preview()
-        directory = preview.checkpoint_dir
-        if directory is None:
-            yield
-            return
-        chief = preview.chief_host
-        with self.checkpoint_lock(chief, directory) as lock:
-            if lock is None:
-                self.console.warn(f"cannot lock checkpoint dir {directory} on {chief.name}: "
-                                  "nothing stops another run from using it at the same time")
-                yield
-                return
-            record = HolderRecord.this_process(self.spec.name, str(self.run_dir.path))
-            with held(lock, directory, record, self.console.warn):
-                yield
 
     def _tidy_checkpoint_dir(self) -> None:
         """Every task is gone: remove the copies non-chief tasks left (never the chief's)."""
         preview = self.planner.preview()
         if preview.checkpoint_dir is not None:
-            with self.checkpoint_fs(preview.chief_host) as fs, contextlib.suppress(OSError):
+            with self.backend.chief_files.fs(preview.chief_host) as fs, \
+                    contextlib.suppress(OSError):
                 if fs is not None:
                     remove_worker_temp_dirs(preview.checkpoint_dir, fs)
 
     def _summary(self, result: JobResult, started: float) -> dict[str, Any]:
-        return {**job_summary(job=result.job, status=result.state.value, exit_code=result.exit_code,
-                              reason=result.reason, attempts=result.attempts,
-                              run_dir=str(self.run_dir.path), started=started),
-                **self.watch.close()}  # per-task health, what was kept of the metrics
+        """``summary.json``: the job's outcome, per-task health and what was kept of the metrics,
+        and the engine's sections."""
+        return job_summary(job=result.job, status=result.state.value, exit_code=result.exit_code,
+                           reason=result.reason, attempts=result.attempts,
+                           run_dir=str(self.run_dir.path), started=started,
+                           sections={**self.watch.close(),
+                                     **self.session.summary(result.attempts)})
 
     def _run_dir_broke(self, exc: OSError, started: float) -> RunDirError:
         """The run directory failed mid-job; the attempt's agents were closed on the way out (every
@@ -260,14 +247,17 @@ class Coordinator:
 
     def _run_job(self, ports: dict[TaskId, int]) -> JobResult:
         spec = self.spec
-        self._emit(JobStarted(job=spec.name, run_dir=str(self.run_dir.path),
-                              tasks=[str(s.task) for s in spec.task_slots()],
-                              hosts=sorted({s.host for s in spec.task_slots()})))
         history = self.history
+        placement = self.planner.placement(history)
+        self._emit(JobStarted(job=spec.name, run_dir=str(self.run_dir.path),
+                              tasks=[str(p.task) for p in placement.tasks],
+                              hosts=sorted({h.name for h in placement.hosts})))
         attempt = self.start.first_attempt  # after the last attempt, for tfcluster run --resume
         resume = self.start.resume(self.planner, ports, history, self._after_failure, self._emit)
         while True:
-            launch_plan = self.planner.plan(attempt, ports, resume)
+            launch_plan = self.planner.plan(attempt, ports, resume, history)
+            for event in self.session.attempt_events(attempt, history):
+                self._emit(event)
             self._fresh_queue()
             result = AttemptRunner(
                 launch_plan, agents=self.agents,
@@ -327,7 +317,7 @@ class Coordinator:
         if directory is None:
             return result, previous
         chief = launch_plan.chief_host
-        with self.checkpoint_fs(chief) as fs:
+        with self.backend.chief_files.fs(chief) as fs:
             return self._find_resume(launch_plan, result, previous, directory=directory,
                                      chief=chief, fs=fs)
 

@@ -1,16 +1,15 @@
 """The failures of one attempt, recorded as data the moment they are known: each task that died,
 hung or lost its host, with its evidence (secrets masked), as a ``task_failed`` event too. The
-earliest is the attempt's root cause (:func:`launcher.job.failures.root_cause`)."""
+earliest is the attempt's root cause (:func:`launcher.run.failures.root_cause`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from launcher.job.events import TaskFailed
-from launcher.job.failures import FailureKind, TaskFailure, classify_exit, step_mismatch
 from launcher.job.tasks import TaskState, TaskTable
-from launcher.output.events import Event
 from launcher.plan.secrets import Redactor
+from launcher.run.events import Event, TaskFailed
+from launcher.run.failures import FailureKind, TaskFailure, classify_exit, step_mismatch
 from worker.protocol import Exited
 
 

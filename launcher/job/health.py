@@ -17,8 +17,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from launcher.job.failures import FailureKind
-from launcher.job.outcome import AttemptResult
+from launcher.run.failures import FailureKind
+from launcher.run.outcome import AttemptResult
 from launcher.spec.model import HealthSpec
 
 

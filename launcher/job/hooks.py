@@ -7,7 +7,7 @@ import signal
 from typing import Protocol
 
 from launcher.job.tasks import TaskState
-from launcher.output.events import Event
+from launcher.run.events import Event
 
 
 class TaskView(Protocol):

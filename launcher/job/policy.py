@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from launcher.job.failures import FailureKind
-from launcher.job.outcome import AttemptResult, AttemptStatus
+from launcher.run.failures import FailureKind
+from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.spec.model import RestartSpec
 
 #: Start-up port clashes are retried on fresh ports this many times, outside the restart budget.

@@ -1,11 +1,11 @@
 """The preemption notices tfcluster saw, per attempt: the evidence that lets an exit with the
 preemption code restart outside the budget although no newer checkpoint was found (see
-:attr:`~launcher.job.outcome.AttemptResult.preemption_justified`).
+:attr:`~launcher.run.outcome.AttemptResult.preemption_justified`).
 
 A notice is either a task's own report (``worker`` helpers send a ``preempted`` report when the task
-got its preemption signal: the attempt writes a :class:`~launcher.job.events.TaskPreempted`), or a
+got its preemption signal: the attempt writes a :class:`~launcher.run.events.TaskPreempted`), or a
 SIGTERM that tfcluster itself sent to a task (a drill's ``term`` fault: a
-:class:`~launcher.job.events.FaultInjected` with SIGTERM). tfcluster's own SIGINT / SIGTERM ends the
+:class:`~launcher.run.events.FaultInjected` with SIGTERM). tfcluster's own SIGINT / SIGTERM ends the
 job instead, so it never needs to justify a restart. The coordinator feeds every event of the job
 through :meth:`PreemptionNotices.observe`, so this needs nothing from the attempt itself.
 """
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import signal
 
-from launcher.job.events import FaultInjected, TaskPreempted
-from launcher.output.events import Event
+from launcher.run.events import Event, FaultInjected, TaskPreempted
 
 #: The signal a drill sends as a preemption notice.
 NOTICE_SIGNAL = signal.SIGTERM.name

@@ -29,14 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import UsageError
-from launcher.job.events import JobResumed
-from launcher.job.failures import FailureKind, TaskFailure
-from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.policy import restarts_used
-from launcher.job.stored_spec import STORED_SPEC_FORMAT
-from launcher.output.events import Event, EventType, read_events
-from launcher.output.rundir import RunDir, RunDirError
+from launcher.plan.placement import absolute
 from launcher.plan.planner import LaunchPlan, Planner, ResumePoint
+from launcher.run.directory import RunDir, RunDirError
+from launcher.run.event_log import read_events
+from launcher.run.events import Event, EventType, JobResumed
+from launcher.run.failures import FailureKind, TaskFailure
+from launcher.run.outcome import AttemptResult, AttemptStatus
+from launcher.run.stored_spec import STORED_SPEC_FORMAT
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
 from worker.tfconfig import TaskId
@@ -118,16 +119,6 @@ class Resumption:
 
 
 # --- rebuilding the attempts from events.jsonl ----------------------------------------------
-
-
-def _failure(record: Mapping[str, Any]) -> TaskFailure:
-    """A ``task_failed`` record read back (as :meth:`TaskFailure.to_dict` wrote it)."""
-    return TaskFailure(
-        task=str(record["task"]), host=str(record["host"]), attempt=int(record["attempt"]),
-        kind=FailureKind(record["kind"]), died_at=float(record["died_at"]),
-        observed_at=float(record["observed_at"]), exit_code=record.get("exit_code"),
-        signal=record.get("signal"), traceback=record.get("traceback"),
-        stderr_tail=tuple(record.get("stderr_tail") or ()), message=record.get("message"))
 
 
 @dataclass
@@ -239,7 +230,7 @@ def attempts_from_events(events: Sequence[Mapping[str, Any]], has_checkpoints: b
             if attempt.first_progress_at is None:
                 attempt.first_progress_at = ts
         elif kind == EventType.TASK_FAILED:
-            attempt.failures.append(_failure(event))
+            attempt.failures.append(TaskFailure.from_dict(event))
         elif kind == EventType.CHECKPOINT_FOUND:
             attempt.checkpoint_step = event.get("step")
     numbers = sorted(attempts)
@@ -276,9 +267,8 @@ def _check_agrees(path: Path, spec: ClusterSpec, base_dir: str, *, given: Cluste
                              f"in {', '.join(differ)}; drop SPEC (the run resumes with "
                              f"{path / 'spec.json'}) or start a new run")
     elif checkpoint_dir is not None:
-        stored = None if spec.checkpoint is None else \
-            os.path.normpath(os.path.join(base_dir, os.path.expanduser(spec.checkpoint.dir)))
-        if stored != os.path.abspath(os.path.expanduser(checkpoint_dir)):
+        stored = None if spec.checkpoint is None else absolute(spec.checkpoint.dir, base_dir)
+        if stored != absolute(checkpoint_dir, os.getcwd()):
             raise UsageError(f"{flag} {path}: --checkpoint-dir {checkpoint_dir} is not the run's "
                              f"checkpoint directory ({stored or 'none'}); drop --checkpoint-dir")
 

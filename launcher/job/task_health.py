@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher.job.events import JobHealth, TaskMemoryHigh, TaskStraggling
 from launcher.job.memory import MIB, MemoryReading, oom_note, warning_text
 from launcher.job.straggler import StepRate, StragglerDetector, slowest
-from launcher.output.events import Event
 from launcher.output.metrics import JobFigures, MetricsSink, Report
+from launcher.run.events import Event, JobHealth, TaskMemoryHigh, TaskStraggling
 from launcher.spec.model import HealthSpec
 from worker.protocol import Exited, Heartbeat, Progress, Started
 

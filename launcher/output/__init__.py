@@ -1,2 +1,2 @@
-"""What the job shows and leaves behind: console, live status, the event log, the run directory,
-task logs."""
+"""What the job shows: console, live status, task logs, metrics, TensorBoard, and ``tfcluster
+status`` / ``logs`` (what the job records is :mod:`launcher.run`)."""

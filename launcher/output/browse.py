@@ -23,27 +23,19 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from launcher.errors import UsageError
+from launcher.run.directory import EVENTS_FILE, LOCK_FILE, SUMMARY_FILE
+from launcher.run.event_log import read_events
+from launcher.run.events import JOB_ENDS, EventType
 from worker.tfconfig import TaskId, TFConfigError, task_order
 
-EVENTS_FILE = "events.jsonl"
-SUMMARY_FILE = "summary.json"
-LOCK_FILE = ".tfcluster-run.lock"
 _ATTEMPT_DIR = re.compile(r"^attempt-(\d+)$")
 #: ``logs -f`` looks for new lines this often.
 FOLLOW_POLL_S = 0.2
-_ENDS = ("job_succeeded", "job_failed")
 
 
-def read_events(run_dir: Path) -> list[dict[str, Any]]:
+def _events(run_dir: Path) -> list[dict[str, Any]]:
     """The events of a run, skipping a last line still being written."""
-    found = []
-    with (run_dir / EVENTS_FILE).open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            with contextlib.suppress(json.JSONDecodeError):
-                record = json.loads(line)
-                if isinstance(record, dict) and "event" in record:
-                    found.append(record)
-    return found
+    return read_events(run_dir / EVENTS_FILE, torn_ok=True)
 
 
 def check_run_dir(run_dir: Path, verb: str) -> None:
@@ -90,30 +82,30 @@ def _attempts(events: list[dict[str, Any]]) -> list[_Attempt]:
     attempts: list[_Attempt] = []
     for event in events:
         kind = event["event"]
-        if kind == "attempt_started":
+        if kind == EventType.ATTEMPT_STARTED:
             attempts.append(_Attempt(int(event.get("attempt", len(attempts))), float(event["ts"]),
                                      event.get("resume_step")))
             continue
         if not attempts:
             continue
         current, task = attempts[-1], event.get("task")
-        if kind == "task_progress" and task:
+        if kind == EventType.TASK_PROGRESS and task:
             current.steps[task] = int(event.get("step", 0))
-        elif kind == "task_started" and task:
+        elif kind == EventType.TASK_STARTED and task:
             current.states[task] = "running"
-        elif kind == "task_exited" and task:
+        elif kind == EventType.TASK_EXITED and task:
             current.states[task] = "stopped" if event.get("stopped") else "done"
-        elif kind == "task_failed" and task:
+        elif kind == EventType.TASK_FAILED and task:
             current.states[task] = f"failed ({event.get('kind')})"
             if current.root_cause is None or float(event.get("died_at", 0)) < float(
                     current.root_cause.get("died_at", 0)):
                 current.root_cause = event
-        elif kind == "job_health":
+        elif kind == EventType.JOB_HEALTH:
             current.health = event
-        elif kind == "job_restarting":
+        elif kind == EventType.JOB_RESTARTING:
             current.ended = "restarting"
-        elif kind in _ENDS:
-            current.ended = kind.removeprefix("job_")
+        elif kind in JOB_ENDS:
+            current.ended = "succeeded" if kind == EventType.JOB_SUCCEEDED else "failed"
     return attempts
 
 
@@ -142,12 +134,12 @@ def status_lines(run_dir: Path, now: float | None = None) -> list[str]:
     """Where the run stands (or how it ended), in lines a person reads."""
     check_run_dir(run_dir, "status")
     now = time.time() if now is None else now
-    events = read_events(run_dir)
+    events = _events(run_dir)
     summary: dict[str, Any] | None = None
     with contextlib.suppress(OSError, json.JSONDecodeError):
         summary = json.loads((run_dir / SUMMARY_FILE).read_text())
-    started = next((e for e in events if e["event"] == "job_started"), {})
-    end = next((e for e in reversed(events) if e["event"] in _ENDS), None)
+    started = next((e for e in events if e["event"] == EventType.JOB_STARTED), {})
+    end = next((e for e in reversed(events) if e["event"] in JOB_ENDS), None)
     attempts = _attempts(events)
     job = started.get("job", run_dir.name)
     out = [f"job {job}: {_standing(run_dir, end, attempts, events, now)}", f"run dir: {run_dir}"]
@@ -178,7 +170,7 @@ def _standing(run_dir: Path, end: dict[str, Any] | None, attempts: list[_Attempt
               events: list[dict[str, Any]], now: float) -> str:
     restarts = max(0, len(attempts) - 1)
     took = f" in {float(end['ts']) - float(events[0]['ts']):.1f}s" if end and events else ""
-    if end is not None and end["event"] == "job_succeeded":
+    if end is not None and end["event"] == EventType.JOB_SUCCEEDED:
         return f"succeeded after {len(attempts)} attempt(s){took}"
     if end is not None:
         return (f"failed after {len(attempts)} attempt(s){took}: {end.get('reason')}; "
@@ -219,16 +211,16 @@ def _health_lines(run_dir: Path, events: list[dict[str, Any]],
                   summary: dict[str, Any] | None) -> list[str]:
     out = []
     health = (summary or {}).get("health") or {}
-    last = next((e for e in reversed(events) if e["event"] == "job_health"), None)
+    last = next((e for e in reversed(events) if e["event"] == EventType.JOB_HEALTH), None)
     slowest = health.get("slowest") or (last or {}).get("slowest")
     if slowest:
         out.append(f"slowest task: {slowest}")
     for event in events:
-        if event["event"] == "task_straggling" and event.get("straggling"):
+        if event["event"] == EventType.TASK_STRAGGLING and event.get("straggling"):
             out.append(f"straggler: {event['task']} (attempt {event.get('attempt')}): "
                        f"{event.get('steps_per_s')} steps/s against "
                        f"{event.get('others_steps_per_s')} for the others")
-        elif event["event"] == "task_memory_high":
+        elif event["event"] == EventType.TASK_MEMORY_HIGH:
             out.append(f"memory: {event.get('message')}")
     metrics = (summary or {}).get("metrics")
     if metrics and metrics.get("reports"):
@@ -300,14 +292,14 @@ class _EndWatch:
             data = handle.read()
         complete = data[:data.rfind(b"\n") + 1]  # a line still being written waits
         self.offset += len(complete)
-        self.ended = self.ended or any(f'"event":"{end}"'.encode() in complete.replace(b" ", b"")
-                                       for end in _ENDS)
+        self.ended = self.ended or any(
+            f'"event":"{end.value}"'.encode() in complete.replace(b" ", b"") for end in JOB_ENDS)
         return self.ended
 
 
 def _of_the_job(run_dir: Path, task: str | None) -> bool:
     """Whether the job has started and ``task`` (None: any) is one of its tasks."""
-    started = next((e for e in read_events(run_dir) if e.get("event") == "job_started"), None)
+    started = next((e for e in _events(run_dir) if e["event"] == EventType.JOB_STARTED), None)
     return started is not None and (task is None or task in started.get("tasks", ()))
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.output.events import EventType
 from launcher.output.held import HeldLines
+from launcher.run.events import EventType
 
 #: A failure of this kind asks for a restart; the tasks' own words about saving stay visible.
 _NOT_MUTED_KINDS = frozenset({"preempted"})
@@ -47,7 +47,7 @@ class CalmStop:
         self._endings: dict[str, _Ending] = {}
 
     def on_event(self, record: dict[str, Any]) -> None:
-        """An event listener (:class:`~launcher.output.events.EventLog` records)."""
+        """An event listener (:class:`~launcher.run.event_log.EventLog` records)."""
         kind = record.get("event")
         if kind == EventType.ATTEMPT_STARTED.value:
             self._held.unmute()

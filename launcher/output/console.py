@@ -3,7 +3,7 @@ tfcluster's own messages on stderr, prefixed ``tfcluster:``. On a terminal, :met
 keeps a status table drawn under the output (rich).
 
 What is shown of the task output is calmer than the task logs, which keep every line: unless
-``verbose``, TensorFlow's known start-up noise is left out (:mod:`launcher.output.noise`); a line
+``verbose``, TensorFlow's known start-up noise is left out (:mod:`launcher.run.noise`); a line
 is cut at :data:`MAX_LINE_CHARS` (the cut said); and with ``hold_s`` > 0 lines are held back that
 long so that, once a task fails, what the others print while tfcluster stops them goes to their
 logs only (:mod:`launcher.output.held`, :mod:`launcher.output.calm`): the console then says one
@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, TextIO, cast
 
 from launcher.output.calm import CalmStop
-from launcher.output.events import EventType
 from launcher.output.held import HeldLines
-from launcher.output.noise import hidden_by_default
 from launcher.output.terminal import StreamWriter, WriterFile
+from launcher.run.events import EventType
+from launcher.run.noise import hidden_by_default
 
 _COLOURS = ("36", "33", "35", "32", "34", "91", "96", "93", "95", "92")
 _RICH_COLOURS = ("cyan", "yellow", "magenta", "green", "blue", "bright_red", "bright_cyan",

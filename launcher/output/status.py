@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.output.console import Console
-from launcher.output.events import EventType
+from launcher.run.events import EventType
 from worker.tfconfig import TASK_TYPES, TaskId, TFConfigError, task_order
 
 PLAIN_PROGRESS_INTERVAL_S = 10.0

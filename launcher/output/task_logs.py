@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from launcher.output.rundir import RunDir
+from launcher.run.directory import RunDir
 from worker.tfconfig import TaskId
 
 

@@ -8,23 +8,26 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.errors import TfclusterError
 from launcher.layout import AGENTS_DIR, PROCESS_TABLE_SUFFIX, REMOTE_AGENTS_DIR
 from launcher.netaddr import format_address
 from launcher.plan.devices import device_env, gpu_slices
+from launcher.plan.placement import (
+    LOCAL_ADDRESS,
+    PastAttempt,
+    PlacedHost,
+    Placement,
+    absolute,
+    needs_port,
+)
 from launcher.spec.model import ClusterSpec
-from launcher.spec.rules import TaskSlot
 from worker import env
 from worker.protocol import Launch, TaskLaunch
-from worker.tfconfig import EVALUATOR, TaskId, TFConfig, build_cluster, checkpoint_writer, task_order
-
-#: Interpreter used on remote hosts when the spec does not name one.
-REMOTE_PYTHON = "python3"
-LOCAL_ADDRESS = "localhost"
+from worker.tfconfig import TaskId, TFConfig, build_cluster, checkpoint_writer, task_order
 
 
 class PlanError(TfclusterError):
@@ -63,10 +66,8 @@ class HostPlan:
     address: str
     python: str
     tasks: tuple[TaskPlan, ...]
-    user: str | None = None
-    ssh_port: int = 22
-    identity_file: str | None = None
-    known_hosts: str | None = None
+    #: How the host is reached, as ``tfcluster plan`` says it (the engine's words).
+    where: str = "local"
     gpus_needed: int = 0  # GPUs the host must have: its tasks' CUDA_VISIBLE_DEVICES slices
 
 
@@ -151,8 +152,7 @@ class LaunchPlan:
             "cluster": {kind: list(addrs) for kind, addrs in self.cluster.items()},
             "hosts": [
                 {"name": h.name, "local": h.local, "address": h.address, "python": h.python,
-                 "user": h.user, "ssh_port": None if h.local else h.ssh_port,
-                 "tasks": [str(t.task) for t in h.tasks]}
+                 "where": h.where, "tasks": [str(t.task) for t in h.tasks]}
                 for h in self.hosts
             ],
             "tasks": [
@@ -193,60 +193,39 @@ def entrypoint_argv(spec: ClusterSpec, python: str) -> tuple[str, ...]:
     return (*command, *entry.args)
 
 
-def needs_port(slot: TaskSlot) -> bool:
-    return slot.task.type != EVALUATOR
-
-
-def ports_to_allocate(spec: ClusterSpec) -> list[TaskId]:
-    """Tasks whose port tfcluster must choose (local tasks the spec gave no port)."""
-    return [s.task for s in spec.task_slots() if s.port is None and needs_port(s)]
-
-
-def plan(
-    spec: ClusterSpec,
-    *,
-    attempt: int,
-    run_dir: str,
-    ports: Mapping[TaskId, int] | None = None,
-    resume: ResumePoint | None = None,
-    local_python: str = REMOTE_PYTHON,
-    base_dir: str = ".",
-    local_address: str = LOCAL_ADDRESS,
-) -> LaunchPlan:
-    """Everything ``run`` will start for one attempt. ``ports`` fills in the tasks whose port the
-    spec leaves to tfcluster; relative local paths are resolved against ``base_dir``; local tasks
-    appear in TF_CONFIG at ``local_address`` (``localhost`` unless other hosts must reach them)."""
+def plan(spec: ClusterSpec, placement: Placement, *, attempt: int, run_dir: str,
+         ports: Mapping[TaskId, int] | None = None, resume: ResumePoint | None = None,
+         base_dir: str = ".") -> LaunchPlan:
+    """Everything ``run`` will start for one attempt, with the tasks where ``placement`` puts
+    them. ``ports`` fills in the tasks whose port the placement leaves to tfcluster; relative
+    paths are resolved against ``base_dir`` on hosts that resolve paths (this machine, or nodes
+    sharing its file system)."""
     ports = ports or {}
-    slots = spec.task_slots()
     port_of: dict[TaskId, int | None] = {}
-    for slot in slots:
-        port = slot.port if slot.port is not None else ports.get(slot.task)
-        if port is None and needs_port(slot):
-            raise PlanError(f"no port for task {slot.task} on {slot.host}")
-        port_of[slot.task] = port if needs_port(slot) else None
-
-    def address(slot: TaskSlot) -> str:
-        host = local_address if spec.is_local(slot.host) else spec.address_of(slot.host)
-        return format_address(host, port_of[slot.task] or 0)
-
-    cluster = build_cluster({s.task: address(s) for s in slots if needs_port(s)})
-    checkpoint_dir = _checkpoint_dir(spec, slots, base_dir)
+    for placed in placement.tasks:
+        port = placed.port if placed.port is not None else ports.get(placed.task)
+        if port is None and needs_port(placed.task):
+            raise PlanError(f"no port for task {placed.task} on {placed.host}")
+        port_of[placed.task] = port if needs_port(placed.task) else None
+    cluster = build_cluster({p.task: format_address(placement.host(p.host).address,
+                                                    port_of[p.task] or 0)
+                             for p in placement.tasks if needs_port(p.task)})
+    checkpoint_dir = _checkpoint_dir(spec, placement, base_dir)
     base_env = {"PYTHONUNBUFFERED": "1", **spec.env}
     slices = gpu_slices(spec)
     host_tasks: dict[str, list[TaskPlan]] = {}
-    for slot in slots:
-        local = spec.is_local(slot.host)
-        python = spec.python or (local_python if local else REMOTE_PYTHON)
-        tf_config = TFConfig(cluster=cluster, task=slot.task)
+    for placed in placement.tasks:
+        host = placement.host(placed.host)
+        tf_config = TFConfig(cluster=cluster, task=placed.task)
         task_env = {
             **base_env,
             env.TF_CONFIG: tf_config.to_json(),
             env.JOB: spec.name,
-            env.TASK: str(slot.task),
+            env.TASK: str(placed.task),
             env.ATTEMPT: str(attempt),
             env.RUN_DIR: run_dir,
             env.GRACE_PERIOD_S: repr(spec.health.grace_period_s),
-            **device_env(slices, slot.task),
+            **device_env(slices, placed.task),
         }
         if checkpoint_dir is not None:
             task_env[env.CHECKPOINT_DIR] = checkpoint_dir
@@ -254,12 +233,12 @@ def plan(
             task_env[env.RESUME_CHECKPOINT] = resume.checkpoint
             if resume.step is not None:
                 task_env[env.RESUME_STEP] = str(resume.step)
-        cwd = _local_path(spec.workdir, base_dir) if local else spec.workdir
-        host_tasks.setdefault(slot.host, []).append(TaskPlan(
-            task=slot.task, host=slot.host, port=port_of[slot.task], tf_config=tf_config,
-            argv=entrypoint_argv(spec, python), env=task_env, cwd=cwd))
-    hosts = tuple(replace(_host_plan(spec, name, tuple(tasks), local_python),
-                          gpus_needed=sum(len(slices.get(t.task, ())) for t in tasks))
+        cwd = absolute(spec.workdir, base_dir) if host.resolves_paths else spec.workdir
+        host_tasks.setdefault(placed.host, []).append(TaskPlan(
+            task=placed.task, host=placed.host, port=port_of[placed.task], tf_config=tf_config,
+            argv=entrypoint_argv(spec, host.python), env=task_env, cwd=cwd))
+    hosts = tuple(_host_plan(placement.host(name), tuple(tasks),
+                             sum(len(slices.get(t.task, ())) for t in tasks))
                   for name, tasks in host_tasks.items())
     return LaunchPlan(job=spec.name, attempt=attempt, run_dir=run_dir,
                       checkpoint_dir=checkpoint_dir, resume=resume, hosts=hosts,
@@ -274,27 +253,33 @@ def plan(
                       cluster=cluster)
 
 
+#: How an engine places the job for the next attempt, given the attempts so far.
+Place = Callable[[ClusterSpec, Sequence[PastAttempt]], Placement]
+
+
 @dataclass(frozen=True)
 class Planner:
-    """The one way the job is planned: a spec and what is fixed for a whole run (run directory,
-    this machine's interpreter, base directory and address). ``tfcluster plan``, pre-flight and
-    every attempt of the coordinator go through it."""
+    """The one way the job is planned: a spec, the engine's placement, and what is fixed for a
+    whole run (run directory, base directory). ``tfcluster plan``, pre-flight and every attempt
+    of the coordinator go through it; the placement is asked again for every plan, never kept."""
 
     spec: ClusterSpec
+    place: Place
     run_dir: str = ""
-    local_python: str = REMOTE_PYTHON
     base_dir: str = "."
-    local_address: str = LOCAL_ADDRESS
+
+    def placement(self, history: Sequence[PastAttempt] = ()) -> Placement:
+        return self.place(self.spec, history)
 
     @property
     def ports_to_allocate(self) -> list[TaskId]:
-        return ports_to_allocate(self.spec)
+        return self.placement().ports_to_allocate
 
     def plan(self, attempt: int, ports: Mapping[TaskId, int] | None = None,
-             resume: ResumePoint | None = None) -> LaunchPlan:
-        return plan(self.spec, attempt=attempt, run_dir=self.run_dir, ports=ports,
-                    resume=resume, local_python=self.local_python, base_dir=self.base_dir,
-                    local_address=self.local_address)
+             resume: ResumePoint | None = None,
+             history: Sequence[PastAttempt] = ()) -> LaunchPlan:
+        return plan(self.spec, self.placement(history), attempt=attempt, run_dir=self.run_dir,
+                    ports=ports, resume=resume, base_dir=self.base_dir)
 
     def preview(self) -> LaunchPlan:
         """The plan ``run`` would make, with port 0 standing for the ports allocated at run time
@@ -302,28 +287,18 @@ class Planner:
         return self.plan(0, dict.fromkeys(self.ports_to_allocate, 0))
 
 
-def _host_plan(spec: ClusterSpec, name: str, tasks: tuple[TaskPlan, ...],
-               local_python: str) -> HostPlan:
-    if spec.is_local(name):
-        return HostPlan(name=name, local=True, address=LOCAL_ADDRESS,
-                        python=spec.python or local_python, tasks=tasks)
-    host = spec.hosts[name]
-    return HostPlan(name=name, local=False, address=spec.address_of(name),
-                    python=spec.python or REMOTE_PYTHON, tasks=tasks, user=host.user,
-                    ssh_port=host.port, identity_file=host.identity_file,
-                    known_hosts=host.known_hosts)
+def _host_plan(host: PlacedHost, tasks: tuple[TaskPlan, ...], gpus: int) -> HostPlan:
+    return HostPlan(name=host.name, local=host.local,
+                    address=LOCAL_ADDRESS if host.local else host.address, python=host.python,
+                    tasks=tasks, where=host.where, gpus_needed=gpus)
 
 
-def _local_path(path: str, base_dir: str) -> str:
-    return os.path.normpath(os.path.join(base_dir, os.path.expanduser(path)))
-
-
-def _checkpoint_dir(spec: ClusterSpec, slots: list[TaskSlot], base_dir: str) -> str | None:
-    """The chief's checkpoint directory, absolute when the chief runs on this machine."""
+def _checkpoint_dir(spec: ClusterSpec, placement: Placement, base_dir: str) -> str | None:
+    """The chief's checkpoint directory, absolute when the chief's host resolves paths."""
     if spec.checkpoint is None:
         return None
-    writer = checkpoint_writer(s.task for s in slots)
-    chief_host = next(s.host for s in slots if s.task == writer)
-    if spec.is_local(chief_host):
-        return _local_path(spec.checkpoint.dir, base_dir)
+    writer = checkpoint_writer(p.task for p in placement.tasks)
+    chief = next(p for p in placement.tasks if p.task == writer)
+    if placement.host(chief.host).resolves_paths:
+        return absolute(spec.checkpoint.dir, base_dir)
     return spec.checkpoint.dir

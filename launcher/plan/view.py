@@ -12,9 +12,10 @@ import json
 import shlex
 from typing import Any
 
+from launcher.plan.placement import SSH_PORT
 from launcher.plan.planner import LaunchPlan
 from launcher.plan.secrets import masked, redact_argv
-from launcher.spec.model import HealthSpec
+from launcher.spec.model import ClusterSpec, HealthSpec
 from worker import env
 
 _SHOWN_APART = {env.TF_CONFIG}
@@ -42,10 +43,17 @@ def deadlines(health: HealthSpec) -> dict[str, str]:
     }
 
 
-def plan_json(launch_plan: LaunchPlan, health: HealthSpec | None = None) -> str:
+def plan_json(launch_plan: LaunchPlan, spec: ClusterSpec | None = None) -> str:
+    """``tfcluster plan --json``: the plan, with each remote host's SSH login (user, port) as the
+    spec declares it and the spec's deadlines."""
     data: dict[str, Any] = launch_plan.to_dict()
-    if health is not None:
-        data["deadlines"] = deadlines(health)
+    if spec is not None:
+        data["deadlines"] = deadlines(spec.health)
+        for host in data["hosts"]:
+            declared = spec.hosts.get(host["name"])
+            host["user"] = declared.user if declared is not None else None
+            host["ssh_port"] = None if host["local"] else \
+                declared.port if declared is not None else SSH_PORT
     for task in data["tasks"]:
         tf_config = task["env"].get(env.TF_CONFIG)
         task["env"] = masked(task["env"])
@@ -62,10 +70,8 @@ def shown(text: str) -> str:
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
-def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None,
-              slurm: bool = False) -> str:
-    """The plan as a person reads it; ``slurm``: its hosts are the nodes of a Slurm allocation,
-    whose agents start as job steps (the srun lines are printed apart)."""
+def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None) -> str:
+    """The plan as a person reads it (each host as its engine reaches it)."""
     tasks = launch_plan.tasks
     lines = [
         f"job {launch_plan.job}: attempt {launch_plan.attempt}, {len(tasks)} task(s) on "
@@ -80,10 +86,9 @@ def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None,
         lines += [f"deadline {name.replace('_', ' ')}: {text}"
                   for name, text in deadlines(health).items()]
     for host in launch_plan.hosts:
-        where = "local" if host.local else f"slurm node at {host.address}, a job step" \
-            if slurm else f"ssh {host.user + '@' if host.user else ''}{host.address}:{host.ssh_port}"
         lines.append("")
-        lines.append(shown(f"host {host.name} ({where}), agent: {host.python} -m worker.agent"))
+        lines.append(shown(f"host {host.name} ({host.where}), agent: {host.python} -m "
+                           "worker.agent"))
         for task in host.tasks:
             port = f"port {task.port}" if task.port is not None else "no port (evaluator)"
             lines.append(f"  {task.task}  {port}  cwd {shown(task.cwd)}")

@@ -1,11 +1,15 @@
-"""What preflight found: one :class:`HostReport` per host, the :class:`PreflightReport` of them all,
-and the one rule across hosts (the same TensorFlow everywhere it is installed)."""
+"""What pre-flight found, whatever the engine: one :class:`HostReport` per host, the
+:class:`PreflightReport` of them all, and the one rule across hosts (the same TensorFlow everywhere
+it is installed)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
-from launcher.plan.planner import HostPlan
+#: How a report is shown (:mod:`launcher.preflight.view`): a table with a column per check, or
+#: one line per host for engines whose hosts need no connection details (an allocation's nodes).
+Layout = Literal["table", "lines"]
 
 
 @dataclass
@@ -14,10 +18,11 @@ class HostReport:
     full explanations printed under it."""
 
     host: str
-    target: str  # "local" or user@address:port
+    target: str  # where the host is reached: "local", user@address:port, ...
     connect: str = "-"
     python: str = "-"
     worker: str = "-"
+    tfcluster: str = "-"  # the version of tfcluster the host's worker package is
     tensorflow: str = "-"
     ports: str = "-"
     checkpoint: str = "-"
@@ -41,19 +46,11 @@ class HostReport:
 class PreflightReport:
     hosts: tuple[HostReport, ...]
     duration_s: float
+    layout: Layout = "table"
 
     @property
     def ok(self) -> bool:
         return all(h.ok for h in self.hosts)
-
-
-@dataclass(frozen=True)
-class HostWork:
-    """One host's checks: its plan, the ports to probe, the checkpoint dir if it is the chief's."""
-
-    host: HostPlan
-    ports: tuple[int, ...]
-    checkpoint_dir: str | None
 
 
 def compare_tensorflow(reports: list[HostReport]) -> None:

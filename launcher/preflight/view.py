@@ -1,8 +1,9 @@
-"""Preflight as a user sees it: one table, a rich one on a terminal, aligned plain text otherwise.
+"""Pre-flight as a user sees it, whatever the engine: one table, a rich one on a terminal, aligned
+plain text otherwise; or one line per host (:func:`report_lines`) where a table is too much.
 
 One row per host (every check's cell and its result), then, under the table, the full explanation
-and what to do for each host that has a problem. :func:`check_before_run` is the gate ``tfcluster
-run`` passes through before it starts a job that has remote hosts.
+and what to do for each host that has a problem. :func:`report_before_run` is the gate ``tfcluster
+run`` passes through before it starts a job on an engine that probes its hosts first.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import TextIO
 
 from launcher.preflight.report import HostReport, PreflightReport
 
-HEADERS = ("HOST", "SSH TARGET", "CONNECT", "PYTHON", "WORKER", "TENSORFLOW", "PORTS",
-           "CHECKPOINT", "GPUS", "RESULT")
+HEADERS = ("HOST", "SSH TARGET", "CONNECT", "PYTHON", "WORKER", "TFCLUSTER", "TENSORFLOW",
+           "PORTS", "CHECKPOINT", "GPUS", "RESULT")
 
 
 def result_cell(report: HostReport) -> str:
@@ -25,8 +26,8 @@ def result_cell(report: HostReport) -> str:
 
 
 def rows(report: PreflightReport) -> list[tuple[str, ...]]:
-    return [(h.host, h.target, h.connect, h.python, h.worker, h.tensorflow, h.ports,
-             h.checkpoint, h.gpus, result_cell(h)) for h in report.hosts]
+    return [(h.host, h.target, h.connect, h.python, h.worker, h.tfcluster, h.tensorflow,
+             h.ports, h.checkpoint, h.gpus, result_cell(h)) for h in report.hosts]
 
 
 def summary_line(report: PreflightReport) -> str:
@@ -40,6 +41,18 @@ def summary_line(report: PreflightReport) -> str:
 
 def detail_lines(report: PreflightReport) -> list[str]:
     return [f"{h.host}: {detail}" for h in report.hosts for detail in h.details]
+
+
+def report_lines(report: PreflightReport) -> list[str]:
+    """One line per host, ``NAME: python V, tfcluster V: ok`` or its problems, then the full
+    explanations (as under the table)."""
+    lines = []
+    for host in report.hosts:
+        python = host.python if host.python != "-" else "?"
+        tfcluster = host.tfcluster if host.tfcluster != "-" else "?"
+        status = "; ".join(host.problems) if host.problems else result_cell(host)
+        lines.append(f"{host.host}: python {python}, tfcluster {tfcluster}: {status}")
+    return [*lines, *detail_lines(report)]
 
 
 def render_text(report: PreflightReport) -> str:
@@ -58,7 +71,12 @@ def _wants_rich(stream: TextIO) -> bool:
 
 
 def print_report(report: PreflightReport, stream: TextIO) -> None:
-    """Print the report to ``stream``: rich when it is a terminal, plain text otherwise."""
+    """Print the report to ``stream`` in its layout: one line per host, or the table (rich when
+    ``stream`` is a terminal, plain text otherwise)."""
+    if report.layout == "lines":
+        stream.write("".join(f"{line}\n" for line in report_lines(report)))
+        stream.flush()
+        return
     if not _wants_rich(stream):
         stream.write(render_text(report) + "\n")
         stream.flush()
@@ -82,7 +100,7 @@ def print_report(report: PreflightReport, stream: TextIO) -> None:
 
 def report_before_run(report: PreflightReport, job: str, stream: TextIO) -> bool:
     """What ``tfcluster run`` shows of its pre-flight: one summary line (and any warnings) when
-    every host is ready, the whole table otherwise. True to go on."""
+    every host is ready, the whole report otherwise. True to go on."""
     if report.ok:
         stream.write(f"tfcluster: {summary_line(report)}\n")
         for host in report.hosts:
@@ -90,6 +108,11 @@ def report_before_run(report: PreflightReport, job: str, stream: TextIO) -> bool
                 stream.write(f"tfcluster: {host.host}: warning: {warning}\n")
         stream.flush()
         return True
+    if report.layout == "lines":
+        stream.write(f"tfcluster: job {job} not started: pre-flight found problems on its "
+                     "hosts:\n" + "".join(f"  {line}\n" for line in report_lines(report)))
+        stream.flush()
+        return False
     print_report(report, stream)
     stream.write(f"tfcluster: job {job} not started: not every host is ready (above)\n")
     stream.flush()

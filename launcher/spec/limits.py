@@ -166,3 +166,15 @@ Text = Annotated[str, AfterValidator(check_text)]
 Word = Annotated[str, AfterValidator(check_word)]
 #: A non-empty path (or program name) on some host.
 PathText = Annotated[str, Field(min_length=1), AfterValidator(check_path)]
+
+
+def scalar_to_str(value: object) -> object:
+    """A YAML scalar under ``env`` or in argv, as text (``true``, ``1.10``); others unchanged."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        try:
+            return str(value)
+        except ValueError:  # an int of more than 4300 digits
+            raise ValueError(f"is {show_number(value)}, too long to turn into text: quote it") from None
+    return value

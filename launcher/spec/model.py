@@ -41,7 +41,7 @@ from launcher.spec.limits import (
     env_entry_problem,
     exec_size,
     exec_size_problem,
-    show_number,
+    scalar_to_str,
     show_text,
 )
 from launcher.spec.placement import SlurmPlacement, placement_problems
@@ -98,21 +98,10 @@ def empty_if_null(value: object) -> object:
     return {} if value is None else value
 
 
-def _scalar_to_str(value: object) -> object:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        try:
-            return str(value)
-        except ValueError:  # an int of more than 4300 digits
-            raise ValueError(f"is {show_number(value)}, too long to turn into text: quote it") from None
-    return value
-
-
 HostName = Annotated[str, AfterValidator(_check_host_name)]
 Port = Annotated[int, Field(strict=True, ge=1, le=_MAX_PORT)]
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
-EnvValue = Annotated[str, BeforeValidator(_scalar_to_str), AfterValidator(check_text)]
+EnvValue = Annotated[str, BeforeValidator(scalar_to_str), AfterValidator(check_text)]
 Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False),
                     AfterValidator(check_seconds)]
 #: A duration that may be zero (no wait).
@@ -371,6 +360,12 @@ class ClusterSpec(BaseModel):
         writer = checkpoint_writer(s.task for s in slots)
         return next((s.host for s in slots if s.task == writer), None)
 
+    @property
+    def engine(self) -> str:
+        """What runs the job: a module of ``launcher.backends`` (ARCHITECTURE.md, "Engines")."""
+        remote = any(not self.is_local(slot.host) for slot in self.task_slots())
+        return "slurm" if self.slurm is not None else "ssh" if remote else "local"
+
     def is_local(self, host: str) -> bool:
         """True if ``host`` is this machine: a local name not declared under ``hosts``."""
         return is_local(host, self.hosts)
@@ -395,5 +390,3 @@ def path_order(path: str) -> tuple[int, int]:
         fields.index(first) if first in fields else len(fields),
         int(position.group(1)) if position else -1,
     )
-
-

@@ -32,7 +32,6 @@ import getpass
 import os
 import re
 from dataclasses import dataclass
-from typing import Protocol
 
 import paramiko
 
@@ -49,22 +48,16 @@ _JUMP = re.compile(r"^(?:ssh://)?(?:(?P<user>[^@]+)@)?(?:\[(?P<v6>[^\]]+)\]|(?P<
                    r"(?::(?P<port>\d+))?$")
 
 
-class SshHost(Protocol):
-    """A remote host as the spec declares it (the planner's ``HostPlan`` is one): the fields
-    that win over ``~/.ssh/config``."""
+@dataclass(frozen=True)
+class SshHost:
+    """A remote host as the spec declares it: the fields that win over ``~/.ssh/config``."""
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def address(self) -> str: ...
-    @property
-    def user(self) -> str | None: ...
-    @property
-    def ssh_port(self) -> int: ...
-    @property
-    def identity_file(self) -> str | None: ...
-    @property
-    def known_hosts(self) -> str | None: ...
+    name: str
+    address: str
+    user: str | None = None
+    ssh_port: int = DEFAULT_PORT
+    identity_file: str | None = None
+    known_hosts: str | None = None
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from launcher.ssh.errors import KnownKey
 
 REVOKED_MARKER = "@revoked"
-CA_MARKER = "@cert-authority"
 _append_lock = threading.Lock()
 
 

@@ -1,5 +1,5 @@
 """The chief's checkpoint directory on a remote host, read (and cleaned) over SFTP: the
-:class:`~launcher.job.checkpoints.CheckpointFS` of a remote chief."""
+:class:`~launcher.chief.checkpoints.CheckpointFS` of a remote chief."""
 
 from __future__ import annotations
 

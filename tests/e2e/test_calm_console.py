@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.output.noise import hidden_by_default, is_startup_noise
+from launcher.run.noise import hidden_by_default, is_startup_noise
 from tests import procs
 from tests.e2e.tfjobs import JOB_TIMEOUT_S, TEST_TIMEOUT_S, requires_tf
 from tests.jobs import MARK_VAR, REPO, processes_marked, read_events, wait_until_gone

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.job.failures import EVIDENCE_LINE_CHARS, EVIDENCE_STDERR_LINES, STORED_STDERR_CHARS
+from launcher.run.failures import EVIDENCE_LINE_CHARS, EVIDENCE_STDERR_LINES, STORED_STDERR_CHARS
 from launcher.spec.limits import MAX_TASKS
 from tests.jobs import REPO, running, wait_until_gone
 

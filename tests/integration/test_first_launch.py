@@ -1,9 +1,10 @@
-"""The first attempt launched before the job machinery is imported (launcher.job.first_launch):
-what it holds, and how the local backend takes its early agent over, with a real agent and real
-tasks."""
+"""The first attempt of a local run, reserved (launcher.job.reservation) and launched before the job
+machinery is imported (launcher.cli.start): what it holds, and how the local transport takes its
+early agent over, with a real agent and real tasks."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import queue
 import re
@@ -15,13 +16,10 @@ import pytest
 
 from launcher.backends.base import AgentClosed, AgentEvent, AgentMessage
 from launcher.backends.early_agent import EarlyAgent
-from launcher.backends.local import LocalBackend
-from launcher.cli.start import planner_for
+from launcher.backends.local.transport import LocalTransport
+from launcher.chief.lock import CheckpointDirInUse
+from launcher.cli.start import FirstLaunch, launch_first
 from launcher.errors import AgentStartError
-from launcher.job.checkpoint_lock import CheckpointDirInUse
-from launcher.job.first_launch import FirstLaunch, launch_first
-from launcher.job.stored_spec import stored_spec
-from launcher.output.rundir import RunDir
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
 from tests.integration.test_agent import wait_for
@@ -41,8 +39,7 @@ def spec(tmp_path: Path, code: str = SAY, **fields: object) -> ClusterSpec:
 
 def start(tmp_path: Path, cluster: ClusterSpec, early: EarlyAgent,
           name: str = "run") -> FirstLaunch | None:
-    run_dir = RunDir(tmp_path / name, stored_spec=stored_spec(cluster, str(tmp_path)))
-    return launch_first(planner_for(cluster, str(run_dir.path)), run_dir, early)
+    return launch_first(cluster, argparse.Namespace(run_dir=str(tmp_path / name)), early)
 
 
 class Inbox:
@@ -67,11 +64,12 @@ def test_the_agent_started_early_runs_the_first_launch_once(tmp_path: Path) -> N
     try:
         first = start(tmp_path, cluster, early)
         assert first is not None and early.sent is not None
-        assert first.run_dir.events.exists()  # the run directory exists before the coordinator
-        plan = first.planner.plan(0, first.ports)  # the coordinator's own plan: the same launch
+        # the run directory exists before the coordinator
+        assert first.reservation.run_dir.events.exists()
+        plan = first.planner.plan(0, first.reservation.ports)  # the coordinator's: the same launch
         host = plan.hosts[0]
         inbox = Inbox()
-        handle = LocalBackend(python=sys.executable, early=early).start(
+        handle = LocalTransport(python=sys.executable, early=early).start(
             host, plan.launch_message(host), inbox, tmp_path / "agent.log")
         messages: list[Message] = []
         while sum(isinstance(m, Exited) for m in messages) < 2:
@@ -86,8 +84,7 @@ def test_the_agent_started_early_runs_the_first_launch_once(tmp_path: Path) -> N
     assert started == ["worker:0", "worker:1"]  # once each: the launch was not sent again
     assert [m for m in messages if isinstance(m, AgentError)] == []
     assert all(m.exit_code == 0 for m in messages if isinstance(m, Exited))
-    first.held.close()
-    first.allocator.close()
+    first.reservation.release()
 
 
 def test_an_early_agent_sent_another_launch_is_not_taken(tmp_path: Path) -> None:
@@ -102,15 +99,14 @@ def test_an_early_agent_sent_another_launch_is_not_taken(tmp_path: Path) -> None
         assert first is not None and early.sent is not None
         wait_for(lambda: len([p for p in marks.iterdir() if p.read_text()]) == 2, 30)
         tasks = by_pid(int(p.read_text()) for p in marks.iterdir())
-        plan = first.planner.plan(0, first.ports)
+        plan = first.planner.plan(0, first.reservation.ports)
         host = plan.hosts[0]
         other = dataclasses.replace(plan.launch_message(host), attempt=7)
         with pytest.raises(AgentStartError, match="sent another launch"):
-            LocalBackend(python=sys.executable, early=early).start(
+            LocalTransport(python=sys.executable, early=early).start(
                 host, other, Inbox(), tmp_path / "agent.log")
         assert not wait_until_empty(lambda: alive(tasks), 10)  # its agent ended, and they did
-        first.held.close()
-        first.allocator.close()
+        first.reservation.release()
     finally:
         early.discard()
 
@@ -126,8 +122,7 @@ def test_a_checkpoint_dir_another_run_holds_starts_nothing(tmp_path: Path) -> No
             start(tmp_path, cluster, second, "two")
         assert second.sent is None  # nothing was launched
         assert not (tmp_path / "two").exists()  # nor created
-        first.held.close()
-        first.allocator.close()
+        first.reservation.release()
     finally:
         holder.discard()
         second.discard()
@@ -144,15 +139,19 @@ def test_what_cannot_launch_first_is_left_to_the_coordinator(tmp_path: Path) -> 
                                 source="test")  # both this machine, but an agent each
     early = EarlyAgent(sys.executable)
     try:
-        assert start(tmp_path, remote, early) is None
-        assert start(tmp_path, two_agents, early) is None
+        assert start(tmp_path, remote, early) is None  # another engine: the coordinator's
+        both_here = start(tmp_path, two_agents, early, "two")
+        assert both_here is not None  # reserved, but not launched: it needs two agents
+        both_here.reservation.release()
         assert early.sent is None
         cluster = spec(tmp_path)
         first = start(tmp_path, cluster, early)
         assert first is not None
-        assert start(tmp_path, cluster, early, "again") is None  # it has its launch already
-        first.held.close()
-        first.allocator.close()
+        sent = early.sent
+        again = start(tmp_path, cluster, early, "again")
+        assert again is not None and early.sent is sent  # it has its launch already
+        again.reservation.release()
+        first.reservation.release()
     finally:
         early.discard()
 

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from launcher.cli.verbs import _load_for_run
-from launcher.job.failures import FailureKind, TaskFailure
 from launcher.job.health import HealthMonitor, in_force
-from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.state import JobState
-from launcher.job.summary import recovery, restart_from
 from launcher.plan.planner import ResumePoint
 from launcher.plan.view import deadlines
+from launcher.run.failures import FailureKind, TaskFailure
+from launcher.run.outcome import AttemptResult, AttemptStatus
+from launcher.run.summary import recovery, restart_from
 from launcher.spec.model import HealthSpec
 from tests.fake_backend import TaskScript
 from tests.jobs import by, read_events, running, wait_until_gone, write_spec

@@ -3,12 +3,16 @@ order, ports, spares and bad nodes, and what tfcluster plan adds."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from launcher.plan.slurm_planner import NodesExhausted, SlurmPlanner, TooFewNodes
-from launcher.slurm.allocation import SlurmNode
+from launcher.backends.slurm.allocation import SlurmNode
+from launcher.backends.slurm.placement import NodeLosses, NodesExhausted, TooFewNodes, place
+from launcher.plan.placement import PastAttempt, Placement
+from launcher.plan.planner import LaunchPlan, Planner
 from launcher.spec.errors import SpecError
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
@@ -24,13 +28,34 @@ def spec(**fields: Any) -> ClusterSpec:
     return spec_from_dict(data)
 
 
-def planner(**fields: Any) -> SlurmPlanner:
-    return SlurmPlanner.create(spec(**fields), NODES, run_dir="/runs/p", python="/py",
-                               base_dir="/shared/work")
+@dataclass(frozen=True)
+class Past:
+    """An attempt that ran, as the engine sees it."""
+
+    attempt: int
+    lost_hosts: frozenset[str]
 
 
-def lost(p: SlurmPlanner, host: str, attempt: int) -> None:
-    p.health({"event": "task_failed", "kind": "lost_host", "host": host, "attempt": attempt})
+class Placed:
+    """The job planned on an allocation's nodes, attempt after attempt, with what was lost."""
+
+    def __init__(self, job: ClusterSpec, nodes: Sequence[SlurmNode] = NODES) -> None:
+        def on_nodes(placed: ClusterSpec, history: Sequence[PastAttempt]) -> Placement:
+            return place(placed, nodes, NodeLosses.of(history, 0), python="/py")
+
+        self.planner = Planner(job, on_nodes, run_dir="/runs/p", base_dir="/shared/work")
+        self.history: list[Past] = []
+
+    def plan(self, attempt: int) -> LaunchPlan:
+        return self.planner.plan(attempt, history=self.history)
+
+
+def planner(**fields: Any) -> Placed:
+    return Placed(spec(**fields))
+
+
+def lost(p: Placed, host: str, attempt: int) -> None:
+    p.history.append(Past(attempt, frozenset({host})))
 
 
 def test_tasks_go_to_the_nodes_in_slurm_order_chief_first_with_consecutive_ports() -> None:
@@ -70,8 +95,7 @@ def test_without_spares_a_node_is_kept_until_it_failed_max_node_failures_times()
 def test_too_few_nodes_names_what_to_allocate() -> None:
     with pytest.raises(TooFewNodes, match=r"has 2 node\(s\) but the spec needs 4 \+ 1 spare .* "
                        "allocate 5 nodes"):
-        SlurmPlanner.create(spec(slurm={"spare_nodes": 1}), NODES[:2], run_dir="", python="/py",
-                            base_dir="/")
+        Placed(spec(slurm={"spare_nodes": 1}), NODES[:2]).plan(0)
 
 
 @pytest.mark.parametrize(("fields", "problem"), [
@@ -90,7 +114,7 @@ def test_bad_slurm_specs_name_the_field(fields: dict[str, Any], problem: str) ->
 
 
 def test_the_batch_script_quotes_every_path_and_option() -> None:
-    from launcher.slurm.sbatch import BatchRequest, batch_script
+    from launcher.backends.slurm.sbatch import BatchRequest, batch_script
 
     script = batch_script(BatchRequest(
         spec="/a b/spec.yaml", run_dir="/runs/it's $HOME", script="/runs/x.sbatch",

@@ -21,6 +21,7 @@ import yaml
 from tests import procs
 from tests.jobs import FAKE_TRAINER, REPO, read_events
 from tests.slurm.cluster import TOKEN_VAR, SlurmCluster
+from worker.wire.version import TFCLUSTER_VERSION
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(120)]
 
@@ -351,7 +352,8 @@ def test_preflight_checks_every_node_and_run_refuses_a_node_that_is_not_ready(
     spec = spec_file(tmp_path, "ready", args=[], checkpoint={"dir": str(tmp_path / "ckpt")})
     done = slurm.run(salloc(3, *tfcluster("preflight", str(spec))), cwd=REPO)
     version = ".".join(str(v) for v in sys.version_info[:3])
-    assert done.stdout.splitlines() == [f"n{i}: python {version}: ok" for i in (1, 2, 3)]
+    assert done.stdout.splitlines() == [
+        f"n{i}: python {version}, tfcluster {TFCLUSTER_VERSION}: ok" for i in (1, 2, 3)]
     assert not list((tmp_path / "ckpt").iterdir())  # the marker is removed again
     with socket.socket() as busy:  # worker:0's port, on n2 (every node is this host)
         busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -360,7 +362,7 @@ def test_preflight_checks_every_node_and_run_refuses_a_node_that_is_not_ready(
         done = slurm.run(salloc(3, *tfcluster("run", str(spec), "--run-dir",
                                               str(tmp_path / "run"))), check=False, cwd=REPO)
     assert done.returncode == 1
-    assert "pre-flight found problems on the allocation's nodes" in done.stderr
-    assert f"  n2: python {version}: port 24601 is in use (Address already in use)" in \
-        done.stderr.splitlines()
+    assert "pre-flight found problems on its hosts" in done.stderr
+    assert f"  n2: python {version}, tfcluster {TFCLUSTER_VERSION}: ports in use: 24601 " \
+        "(Address already in use)" in done.stderr.splitlines()
     assert not (tmp_path / "run" / "events.jsonl").exists()

@@ -42,15 +42,20 @@ def known_hosts(tmp_path: Path, sshd: Sshd) -> Path:
     return path
 
 
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """This process and the tfcluster it starts see an empty HOME and no ssh-agent."""
+def isolate_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Make this process and the tfcluster it starts see an empty HOME and no ssh-agent."""
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
     return home
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This process and the tfcluster it starts see an empty HOME and no ssh-agent."""
+    return isolate_home(tmp_path, monkeypatch)
 
 
 #: How long after its coordinator is gone a remote task may still live (DESIGN: no orphans).

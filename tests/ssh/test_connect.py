@@ -14,8 +14,7 @@ import paramiko
 import psutil
 import pytest
 
-from launcher.plan.planner import HostPlan
-from launcher.ssh.config import resolve_target
+from launcher.ssh.config import SshHost, resolve_target
 from launcher.ssh.connect import ConnectOptions, connect
 from launcher.ssh.deadline import Deadline
 from launcher.ssh.errors import (
@@ -38,10 +37,9 @@ from tests.ssh.sshd import (
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(60)]
 
 
-def plan(port: int, key: Path, known_hosts: Path, name: str = SSH_HOST) -> HostPlan:
-    return HostPlan(name=name, local=False, address=HOST, python="python3", tasks=(),
-                    user=None, ssh_port=port, identity_file=str(key),
-                    known_hosts=str(known_hosts))
+def plan(port: int, key: Path, known_hosts: Path, name: str = SSH_HOST) -> SshHost:
+    return SshHost(name=name, address=HOST, user=None, ssh_port=port, identity_file=str(key),
+                   known_hosts=str(known_hosts))
 
 
 def connections_seen(sshd: Sshd) -> int:
@@ -124,8 +122,7 @@ def test_encrypted_and_missing_identity_files_are_skipped_and_named(
     locked = tmp_path / "locked_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "a passphrase", "-f",
                     str(locked)], check=True, capture_output=True)
-    host = HostPlan(name=SSH_HOST, local=False, address=HOST, python="python3", tasks=(),
-                    ssh_port=sshd.port, known_hosts=str(known))
+    host = SshHost(name=SSH_HOST, address=HOST, ssh_port=sshd.port, known_hosts=str(known))
 
     def config(*keys: Path) -> paramiko.SSHConfig:
         lines = "".join(f"    IdentityFile {key}\n" for key in keys)
@@ -193,8 +190,7 @@ def test_keys_in_ssh_agent_are_used_unless_identities_only_excludes_them(
     subprocess.run(["ssh-add", "-q", str(client_key)], check=True, capture_output=True)
     known = tmp_path / "known_hosts"
     known.write_text(sshd.known_hosts_line())
-    host = HostPlan(name=SSH_HOST, local=False, address=HOST, python="python3", tasks=(),
-                    ssh_port=sshd.port, known_hosts=str(known))
+    host = SshHost(name=SSH_HOST, address=HOST, ssh_port=sshd.port, known_hosts=str(known))
     connection = connect(resolve_target(host, paramiko.SSHConfig()), ConnectOptions())
     connection.close()  # no identity file anywhere: the agent's key did it
 

@@ -10,24 +10,25 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cli.start import planner_for
-from launcher.job.checkpoint_lock import LOCK_NAME, Acquired, Busy, HolderRecord
-from launcher.job.remote_lock import SftpLockDir, sftp_lock_file
-from launcher.plan.planner import HostPlan
+from launcher.backends.ssh.engine import ssh_host
+from launcher.chief.lock import LOCK_NAME, Acquired, Busy, HolderRecord
+from launcher.chief.remote_lock import SftpLockDir, sftp_lock_file
 from launcher.spec.loading import spec_from_dict
+from launcher.ssh.config import SshHost
 from launcher.ssh.connector import SshConnector
 from launcher.ssh.sftp import remote_checkpoint_fs
 from tests.jobs import running, write_spec
+from tests.planning import named_planner
 from tests.ssh.remote import SshSetup
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(90)]
 
 
-def chief_host(ssh: SshSetup, tmp_path: Path) -> HostPlan:
+def chief_host(ssh: SshSetup, tmp_path: Path) -> SshHost:
     spec = spec_from_dict(ssh.spec("locked", checkpoint={"dir": str(tmp_path / "ckpt")}))
-    host = planner_for(spec, str(tmp_path / "run")).preview().chief_host
+    host = named_planner(spec, str(tmp_path / "run")).preview().chief_host
     assert not host.local
-    return host
+    return ssh_host(spec, host.name)
 
 
 def record(job: str) -> HolderRecord:

@@ -17,6 +17,7 @@ import pytest
 from tests.jobs import REPO, write_spec
 from tests.ssh.remote import SSH_HOST, SshSetup, ssh_host_entry, ssh_spec
 from tests.ssh.sshd import HOST, Sshd, free_port, generate_key
+from worker.wire.version import TFCLUSTER_VERSION
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(60)]
 
@@ -127,6 +128,21 @@ def test_a_ready_cluster_passes_and_checkpoint_and_ports_are_checked(
         result, _ = preflight(write_spec(tmp_path, spec))
     assert result.returncode == 1
     assert f"ports in use: {spec['tasks'][0]['port']}" in row(result.stdout, SSH_HOST)
+
+
+def test_a_host_with_another_tfcluster_is_named_with_both_versions_and_the_fix(
+        tmp_path: Path, ssh: SshSetup) -> None:
+    other = tmp_path / "other-checkout"
+    (other / "worker").mkdir(parents=True)
+    (other / "worker" / "__init__.py").write_text('__version__ = "0.0.0+other"\n')
+    spec = ssh.spec("other")
+    spec["workdir"] = str(other)
+    result, _ = preflight(write_spec(tmp_path, spec))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert cells(result.stdout, SSH_HOST)["TFCLUSTER"] == "0.0.0+other (DIFFERS)"
+    assert f"FAIL: tfcluster 0.0.0+other here but {TFCLUSTER_VERSION} on the coordinator" in \
+        row(result.stdout, SSH_HOST)
+    assert f"install tfcluster {TFCLUSTER_VERSION} there" in result.stdout
 
 
 def test_preflight_help() -> None:

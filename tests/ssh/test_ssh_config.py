@@ -7,9 +7,9 @@ import os
 import paramiko
 import pytest
 
-from launcher.plan.planner import HostPlan
 from launcher.ssh.config import (
     DEFAULT_GLOBAL_KNOWN_HOSTS,
+    SshHost,
     SshTarget,
     parse_jump,
     resolve_target,
@@ -50,13 +50,12 @@ Host aliased
 
 def host(name: str = "node-a", *, address: str | None = None, user: str | None = None,
          port: int = 22, identity_file: str | None = None,
-         known_hosts: str | None = None) -> HostPlan:
-    return HostPlan(name=name, local=False, address=address or name, python="python3", tasks=(),
-                    user=user, ssh_port=port, identity_file=identity_file,
-                    known_hosts=known_hosts)
+         known_hosts: str | None = None) -> SshHost:
+    return SshHost(name=name, address=address or name, user=user, ssh_port=port,
+                   identity_file=identity_file, known_hosts=known_hosts)
 
 
-def resolve(plan: HostPlan, text: str = CONFIG) -> SshTarget:
+def resolve(plan: SshHost, text: str = CONFIG) -> SshTarget:
     return resolve_target(plan, paramiko.SSHConfig.from_text(text), local_user="me")
 
 

@@ -18,8 +18,9 @@ import psutil
 import pytest
 
 from launcher.backends.base import AgentEvent
-from launcher.backends.ssh import SshBackend
+from launcher.backends.ssh.agent import SshTransport
 from launcher.plan.planner import HostPlan, TaskPlan
+from launcher.ssh.config import SshHost
 from launcher.ssh.errors import RemoteCommandError
 from tests.jobs import REPO, by, fake_spec, read_events, running, write_spec
 from tests.ssh.remote import SSH_HOST, SshSetup, processes_with, ssh_spec, wait_marked_gone
@@ -126,8 +127,12 @@ def host_plan(sshd: Sshd, key: Path, known_hosts: Path, *, python: str, workdir:
                     cwd=workdir, tf_config=TFConfig(cluster={"worker": ("127.0.0.1:1",)},
                                                      task=TaskId("worker", 0)))
     return HostPlan(name=SSH_HOST, local=False, address="127.0.0.1", python=python,
-                    tasks=(task,), user=None, ssh_port=sshd.port, identity_file=str(key),
-                    known_hosts=str(known_hosts))
+                    tasks=(task,), where=f"ssh 127.0.0.1:{sshd.port}")
+
+
+def endpoint(sshd: Sshd, key: Path, known_hosts: Path) -> SshHost:
+    return SshHost(name=SSH_HOST, address="127.0.0.1", ssh_port=sshd.port,
+                   identity_file=str(key), known_hosts=str(known_hosts))
 
 
 #: An interpreter without tfcluster installed (the venv's base), run outside the checkout.
@@ -146,7 +151,7 @@ def test_an_agent_that_cannot_start_is_an_error_that_says_why(
                                                 capture_output=True, check=False).returncode == 0:
         pytest.skip(f"{python} can import worker here")
     events: queue.SimpleQueue[AgentEvent] = queue.SimpleQueue()
-    backend = SshBackend()
+    backend = SshTransport(lambda _name: endpoint(sshd, ssh.key, ssh.known_hosts))
     launch = Launch(job="j", attempt=0, tasks=[TaskLaunch("worker:0", ["true"], {}, workdir)])
     plan = host_plan(sshd, ssh.key, ssh.known_hosts, python=python, workdir=workdir)
     with pytest.raises(RemoteCommandError) as caught:

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.job.checkpoints import (
+from launcher.chief.checkpoints import (
     Checkpoint,
     LocalFS,
     Skipped,
     latest_checkpoint,
-    parse_state,
     read_state,
     step_of,
 )
@@ -47,7 +46,7 @@ def test_an_undecodable_entry_is_skipped_with_the_reason(written: str, why: str)
                          'all_model_checkpoint_paths: "ckpt-0"\n')
     assert entries.paths == ("ckpt-0",)
     assert entries.unreadable == (Skipped(written, f"unreadable entry in the state file: {why}"),)
-    assert parse_state(f'model_checkpoint_path: "{written}"\n') == []
+    assert read_state(f'model_checkpoint_path: "{written}"\n').paths == ()
 
 
 DECODED = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from launcher.job.failures import (
+from launcher.run.failures import (
     EVIDENCE_LINE_CHARS,
     EVIDENCE_STDERR_LINES,
     EVIDENCE_TRACEBACK_LINES,

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from launcher.plan.planner import LaunchPlan, Planner
+from launcher.plan.planner import LaunchPlan
 from launcher.plan.view import plan_json, plan_text
 from launcher.spec.loading import spec_from_dict
+from tests.planning import named_planner
 from worker import env
 
 SECRET_ENV = {
@@ -27,7 +28,7 @@ def launch_plan(**fields: Any) -> LaunchPlan:
     spec = spec_from_dict({"name": "s", "entrypoint": {"command": ["train"], "args": SECRET_ARGS},
                            "env": {**SECRET_ENV, "LOG_LEVEL": "visible-value"},
                            "tasks": [{"type": "chief"}, {"type": "worker"}], **fields})
-    planner = Planner(spec, run_dir="/r")
+    planner = named_planner(spec, run_dir="/r")
     return planner.plan(0, dict(zip(planner.ports_to_allocate, (21000, 21001), strict=True)))
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from launcher.plan.planner import Planner
 from launcher.spec.errors import SpecError
 from launcher.spec.limits import (
     MAX_ARG_BYTES,
@@ -24,6 +23,7 @@ from launcher.spec.limits import (
 )
 from launcher.spec.loading import MAX_SPEC_BYTES, load_spec, spec_from_dict
 from launcher.spec.rules import tf_config_size
+from tests.planning import named_planner
 from worker import env
 
 REMOTE = {"node-a": {"address": "198.18.0.2"}}
@@ -304,7 +304,7 @@ def test_a_tf_config_too_long_for_an_environment_entry_is_refused() -> None:
 def test_the_tf_config_estimate_bounds_the_real_one(host: str, count: int) -> None:
     loaded = spec_from_dict(many_on(host, count))
     real = max(len(t.env[env.TF_CONFIG].encode()) + len("TF_CONFIG=")
-               for t in Planner(loaded, run_dir="/r").plan(0).tasks)
+               for t in named_planner(loaded, run_dir="/r").plan(0).tasks)
     estimate = tf_config_size(list(enumerate(loaded.tasks)), loaded.hosts)
     assert real <= estimate < real + 200
     assert real <= MAX_ARG_BYTES

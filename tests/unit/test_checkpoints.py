@@ -8,12 +8,12 @@ from typing import NamedTuple
 
 import pytest
 
-from launcher.job.checkpoints import (
+from launcher.chief.checkpoints import (
     Checkpoint,
     Discovery,
     Skipped,
     latest_checkpoint,
-    parse_state,
+    read_state,
     remove_worker_temp_dirs,
     step_of,
 )
@@ -265,7 +265,7 @@ STATES = {
 
 @pytest.mark.parametrize(("text", "expected"), STATES.values(), ids=STATES.keys())
 def test_parse_state(text: str, expected: list[str]) -> None:
-    assert parse_state(text) == expected
+    assert list(read_state(text).paths) == expected
 
 
 @pytest.mark.parametrize(("path", "step"), [

@@ -1,4 +1,5 @@
-"""The one-fault drill report (as the benchmarks read it) from scripted ``events.jsonl`` contents."""
+"""A one-fault drill's figures (as the benchmarks read them) from scripted ``events.jsonl``
+contents: :func:`launcher.drill.figures.run_figures`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from launcher.job.drill import report
+from launcher.drill.figures import FaultFigures, RunFigures, run_figures
 
 Event = dict[str, Any]
 
@@ -29,6 +30,11 @@ def failed(ts: float, observed_at: float, task: str = "worker:1", attempt: int =
            kind: str = "signalled") -> Event:
     return ev(ts, "task_failed", task=task, host="localhost", attempt=attempt, kind=kind,
               died_at=observed_at - 0.005, observed_at=observed_at, signal="SIGKILL")
+
+
+def report(events: list[Event]) -> tuple[RunFigures, FaultFigures | None]:
+    run = run_figures(events)
+    return run, (run.faults[0] if run.faults else None)
 
 
 def drill_run(*, injected_step: int = 100, resumed_step: int = 81,
@@ -55,26 +61,15 @@ def drill_run(*, injected_step: int = 100, resumed_step: int = 81,
 
 
 def test_a_kill_drill_report() -> None:
-    result = report(drill_run())
+    run, result = report(drill_run())
+    assert result is not None
     assert result.detection_s == pytest.approx(0.02)  # observed_at - injection, not the event ts
     assert result.recovery_s == pytest.approx(3.5)  # first step of the next attempt - injection
     assert result.steps_lost == 20  # steps 81..100 are done again
-    assert result.restarts == 1
-    assert result.outcome == "succeeded"
-    assert result.detected is not None
-    assert (result.detected["task"], result.detected["kind"]) == ("worker:1", "signalled")
-
-
-def test_report_lines() -> None:
-    lines = report(drill_run()).lines()
-    assert lines[0] == "drill report: SIGKILL to worker:1 at step 100"
-    assert "  detected as     signalled (worker:1)" in lines
-    assert "  detection       20.0 ms" in lines
-    assert "  resumed at      step 81" in lines
-    assert "  steps lost      20" in lines
-    assert "  recovery        3.50 s (fault to first step after restart)" in lines
-    assert "  restarts        1" in lines
-    assert "  outcome         succeeded" in lines
+    assert run.restarts == 1
+    assert run.outcome == "succeeded"
+    assert result.detected_as == "signalled (worker:1)"
+    assert result.resume_step == 80  # resumed at step 81
 
 
 @pytest.mark.parametrize(("injected_step", "resumed_step", "lost"), [
@@ -85,16 +80,17 @@ def test_report_lines() -> None:
     (100, 150, 0),  # never negative
 ])
 def test_steps_lost(injected_step: int, resumed_step: int, lost: int) -> None:
-    result = report(drill_run(injected_step=injected_step, resumed_step=resumed_step))
+    _, result = report(drill_run(injected_step=injected_step, resumed_step=resumed_step))
+    assert result is not None
     assert result.steps_lost == lost
 
 
 def test_a_failure_before_the_fault_is_not_its_detection() -> None:
     events = drill_run()
     events.insert(3, failed(0.9, observed_at=0.9, task="worker:0", kind="exited"))
-    result = report(events)
-    assert result.detected is not None
-    assert result.detected["task"] == "worker:1"
+    _, result = report(events)
+    assert result is not None
+    assert result.detected_as == "signalled (worker:1)"
     assert result.detection_s == pytest.approx(0.02)
 
 
@@ -102,10 +98,10 @@ def test_only_the_first_step_of_a_later_attempt_is_recovery() -> None:
     events = drill_run()
     # A task of the faulted attempt taking its first step after the fault is not a recovery.
     events.insert(7, progress(10.7, "worker:0", 100, 0, first=True))
-    result = report(events)
+    _, result = report(events)
+    assert result is not None
     assert result.recovery_s == pytest.approx(3.5)
-    assert result.resumed is not None
-    assert result.resumed["step"] == 81
+    assert result.resume_step == 80  # resumed at step 81
 
 
 def test_a_fault_in_a_later_attempt_counts_from_that_attempt() -> None:
@@ -118,39 +114,36 @@ def test_a_fault_in_a_later_attempt_counts_from_that_attempt() -> None:
         fault(5.0, step=60, attempt=1),
         failed(5.2, observed_at=5.1),
         ev(6.0, "job_restarting", attempt=2),
-        ev(7.0, "attempt_started", attempt=2),
+        ev(7.0, "attempt_started", attempt=2, resume_step=55),
         progress(8.0, "worker:1", 56, 2, first=True),
         ev(9.0, "job_succeeded"),
     ]
-    result = report(events)
+    run, result = report(events)
+    assert result is not None
     assert result.recovery_s == pytest.approx(3.0)
     assert result.steps_lost == 5
-    assert result.restarts == 2
+    assert run.restarts == 2
 
 
 def test_no_restart_leaves_recovery_unknown() -> None:
     run = drill_run(end=None)
     gave_up = [e["event"] for e in run].index("job_restarting")
     events = [*run[:gave_up], ev(11.0, "job_failed", job="digits")]
-    result = report(events)
+    run, result = report(events)
+    assert result is not None
     assert result.detection_s == pytest.approx(0.02)
     assert result.recovery_s is None
     assert result.steps_lost is None
-    assert result.restarts == 0
-    lines = result.lines()
-    assert "  resumed at      -" in lines
-    assert "  steps lost      -" in lines
-    assert "  recovery        - (fault to first step after restart)" in lines
+    assert run.restarts == 0
+    assert result.resume_step is None
 
 
 def test_a_fault_never_injected_says_so() -> None:
     events = [e for e in drill_run() if e["event"] != "fault_injected"]
-    result = report(events)
-    assert result.injected is None
-    assert (result.detection_s, result.recovery_s, result.steps_lost) == (None, None, None)
-    assert result.outcome == "succeeded"
-    (line,) = result.lines()
-    assert "never injected" in line
+    run, result = report(events)
+    assert result is None
+    assert run.faults == ()
+    assert run.outcome == "succeeded"
 
 
 @pytest.mark.parametrize(("ends", "outcome"), [
@@ -160,6 +153,5 @@ def test_a_fault_never_injected_says_so() -> None:
 ])
 def test_outcome(ends: list[str], outcome: str) -> None:
     events = drill_run(end=None) + [ev(40.0 + i, end) for i, end in enumerate(ends)]
-    result = report(events)
-    assert result.outcome == outcome
-    assert f"  outcome         {outcome}" in result.lines()
+    run, _ = report(events)
+    assert run.outcome == outcome

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from launcher.drill.faults import parse_faults
-from launcher.drill.injector import FaultApplied, FaultInjector, Planned, resolve
+from launcher.drill.injector import FaultInjector, Planned, resolve
 from launcher.job.tasks import TaskState
-from launcher.output.events import Event
+from launcher.run.events import Event, FaultInjected
 from tests.fake_trainer import write_checkpoint
 
 TASKS = {"chief:0": "localhost", "worker:0": "localhost", "worker:1": "node-b"}
@@ -60,7 +60,7 @@ def test_at_step_fires_once_at_the_first_report_at_or_after_the_step() -> None:
         hook.on_progress(control, "chief:0", step)
     assert control.sent == [("worker:1", signal.SIGKILL)]
     event, = control.events
-    assert isinstance(event, FaultApplied)
+    assert isinstance(event, FaultInjected)
     assert (event.fault, event.step, event.host, event.signal) == (
         "kill:worker:1:at-step=10", 11, "node-b", "SIGKILL")
     control.attempt = 1  # a later attempt reaching the step again: fired already
@@ -139,7 +139,7 @@ def test_corrupt_checkpoint_waits_for_a_checkpoint_then_truncates_it_and_kills_t
     assert control.events[0].record()["detail"] == str(tmp_path / "ckpt-20")
     assert (tmp_path / "ckpt-20.data-00000-of-00001").stat().st_size == 0
     assert (tmp_path / "ckpt-10.data-00000-of-00001").stat().st_size > 0
-    from launcher.job.checkpoints import latest_checkpoint
+    from launcher.chief.checkpoints import latest_checkpoint
 
     found = latest_checkpoint(str(tmp_path)).checkpoint
     assert found is not None and found.step == 10  # the restart resumes from the one before

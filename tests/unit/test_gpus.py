@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from launcher.plan.planner import Planner
 from launcher.spec.loading import load_spec
 from tests.jobs import REPO, write_spec
+from tests.planning import named_planner
 from worker import import_time_env
 
 pytestmark = pytest.mark.timeout(60)
@@ -65,7 +65,7 @@ def test_without_resources_cuda_visible_devices_is_left_alone(tmp_path: Path) ->
 
 def test_slices_and_needs_are_the_same_for_every_attempt(tmp_path: Path) -> None:
     """Warm spares keep their import-time env (CUDA_VISIBLE_DEVICES): it must not move."""
-    planner = Planner(load_spec(two_host_spec(tmp_path, {"gpus_per_task": 1})))
+    planner = named_planner(load_spec(two_host_spec(tmp_path, {"gpus_per_task": 1})))
     first, later = planner.plan(0), planner.plan(3)
     assert [t.env["CUDA_VISIBLE_DEVICES"] for t in first.tasks] == \
         [t.env["CUDA_VISIBLE_DEVICES"] for t in later.tasks] == ["0", "1", "0", "1"]

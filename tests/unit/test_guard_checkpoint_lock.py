@@ -25,7 +25,7 @@ from typing import IO
 import psutil
 import pytest
 
-from launcher.job.checkpoint_lock import (
+from launcher.chief.lock import (
     LOCK_NAME,
     Acquired,
     Busy,
@@ -35,8 +35,8 @@ from launcher.job.checkpoint_lock import (
     held,
     process_alive,
 )
-from launcher.job.flock_lock import FlockLockFile
-from launcher.job.remote_lock import ExclusiveLockFile, SftpLockDir, is_stale
+from launcher.chief.flock_lock import FlockLockFile
+from launcher.chief.remote_lock import ExclusiveLockFile, SftpLockDir, is_stale
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -341,8 +341,8 @@ def test_flock_refuses_a_second_holder_until_the_first_releases(tmp_path: Path) 
 
 HOLD_LOCK = """
 import sys
-from launcher.job.checkpoint_lock import HolderRecord
-from launcher.job.flock_lock import FlockLockFile
+from launcher.chief.lock import HolderRecord
+from launcher.chief.flock_lock import FlockLockFile
 lock = FlockLockFile(sys.argv[1])
 print(type(lock.acquire(HolderRecord.this_process("held", "runs/held"))).__name__, flush=True)
 sys.stdin.read()

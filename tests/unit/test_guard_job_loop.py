@@ -15,19 +15,20 @@ from typing import Any
 import pytest
 
 from launcher.backends.base import AgentMessage
+from launcher.chief.flock_lock import FlockLockFile
+from launcher.chief.lock import LOCK_NAME, Acquired, CheckpointDirInUse, HolderRecord
 from launcher.job import coordinator as coordinator_module
-from launcher.job.checkpoint_lock import LOCK_NAME, Acquired, CheckpointDirInUse, HolderRecord
 from launcher.job.coordinator import Coordinator, JobResult
-from launcher.job.flock_lock import FlockLockFile
 from launcher.job.state import JobState
 from launcher.output.console import Console
-from launcher.output.events import Event, EventLog, EventType, read_events
-from launcher.output.rundir import RunDir, RunDirError
-from launcher.plan.planner import Planner
 from launcher.plan.ports import PortAllocator
+from launcher.run.directory import RunDir, RunDirError
+from launcher.run.event_log import EventLog, read_events
+from launcher.run.events import Event, EventType
 from launcher.spec.loading import spec_from_dict
 from tests.fake_backend import FakeBackend, FakeWorld, SimClock, SimInbox, TaskScript, run_inline
 from tests.fake_trainer import write_checkpoint
+from tests.planning import named_planner
 from worker.env import PREEMPTION_EXIT_CODE
 from worker.protocol import TaskReport
 
@@ -47,7 +48,7 @@ class Sim:
         self.world = FakeWorld(clock=self.clock, inbox_for=lambda: self.inbox, scripts=scripts)
         self.run_dir = RunDir(tmp_path / "run")
         self.err = io.StringIO()
-        planner = Planner(spec_from_dict(data), run_dir=str(self.run_dir.path),
+        planner = named_planner(spec_from_dict(data), run_dir=str(self.run_dir.path),
                           local_python=sys.executable, base_dir=str(tmp_path))
         self.coordinator = Coordinator(
             planner, self.run_dir, FakeBackend(self.world),

@@ -9,11 +9,11 @@ from typing import NamedTuple
 
 import pytest
 
-from launcher.job.events import FaultInjected, TaskPreempted, TaskProgress
-from launcher.job.failures import FailureKind, TaskFailure
-from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.policy import Action, decide, preemption_backoff, restarts_used
 from launcher.job.preemption_notices import PreemptionNotices
+from launcher.run.events import FaultInjected, TaskPreempted, TaskProgress
+from launcher.run.failures import FailureKind, TaskFailure
+from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.spec.model import RestartSpec
 
 

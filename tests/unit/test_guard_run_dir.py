@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.output.rundir import RunDir, RunDirError, RunDirInUse
+from launcher.run.directory import RunDir, RunDirError, RunDirInUse
 
 STARTED = 1_700_000_000.0
 

@@ -6,8 +6,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from launcher.job.failures import FailureKind
 from launcher.job.health import HealthIssue, HealthMonitor
+from launcher.run.failures import FailureKind
 from launcher.spec.model import HealthSpec
 
 HUNG, STARTUP, LOST = FailureKind.HUNG, FailureKind.STARTUP_TIMEOUT, FailureKind.LOST_HOST

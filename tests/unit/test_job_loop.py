@@ -16,14 +16,13 @@ from typing import Any
 
 from launcher.backends.base import AgentMessage
 from launcher.job.coordinator import Coordinator, JobResult
-from launcher.job.failures import FailureKind
 from launcher.job.inbox import Interrupt
 from launcher.job.state import JobState
 from launcher.output.console import Console
-from launcher.output.events import read_events
-from launcher.output.rundir import RunDir
-from launcher.plan.planner import Planner
 from launcher.plan.ports import PortAllocator
+from launcher.run.directory import RunDir
+from launcher.run.event_log import read_events
+from launcher.run.failures import FailureKind
 from launcher.spec.loading import spec_from_dict
 from tests.fake_backend import (
     FakeBackend,
@@ -33,6 +32,7 @@ from tests.fake_backend import (
     TaskScript,
     run_inline,
 )
+from tests.planning import named_planner
 from worker.env import PREEMPTION_EXIT_CODE
 from worker.protocol import DumpStacks, Launch, TaskReport, Terminate
 
@@ -71,7 +71,7 @@ def run(tmp_path: Path, data: dict[str, Any], scripts: Any, *,
                       failing_hosts=failing_hosts or {})
     job_spec = spec_from_dict(data)
     run_dir = RunDir(tmp_path / "run")
-    planner = Planner(job_spec, run_dir=str(run_dir.path), local_python=sys.executable,
+    planner = named_planner(job_spec, run_dir=str(run_dir.path), local_python=sys.executable,
                       base_dir=str(tmp_path))
     console = Console(out=io.StringIO(), err=io.StringIO(), colour=False)
     coordinator = Coordinator(planner, run_dir, FakeBackend(world), console, clock=clock,

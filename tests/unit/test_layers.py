@@ -20,16 +20,18 @@ ALLOWED: dict[str, set[str]] = {
     "netaddr": set(),
     "layout": set(),
     "spec": {"layout", "errors"},
-    "plan": {"layout", "errors", "netaddr", "spec", "slurm"},
+    "plan": {"layout", "errors", "netaddr", "spec"},
     "ssh": {"layout", "errors", "netaddr"},
-    "slurm": {"errors"},
-    "backends": {"layout", "errors", "plan", "ssh", "slurm"},
-    "preflight": {"layout", "errors", "plan", "ssh", "slurm", "backends"},
-    "output": {"layout", "errors"},
-    "job": {"layout", "errors", "spec", "plan", "backends", "output"},
-    "drill": {"layout", "errors", "spec", "plan", "backends", "output", "job"},
-    "cli": {"layout", "errors", "netaddr", "spec", "plan", "ssh", "slurm", "backends", "preflight",
-            "output", "job", "drill"},
+    "chief": {"layout", "errors", "plan"},
+    "run": {"layout", "errors", "spec", "plan"},
+    "preflight": {"layout", "errors", "spec", "plan"},
+    "output": {"layout", "errors", "spec", "plan", "run"},
+    "backends": {"layout", "errors", "netaddr", "spec", "plan", "ssh", "chief", "run",
+                 "preflight"},
+    "job": {"layout", "errors", "spec", "plan", "chief", "run", "backends", "output"},
+    "drill": {"layout", "errors", "spec", "plan", "chief", "run", "backends", "output", "job"},
+    "cli": {"layout", "errors", "netaddr", "spec", "plan", "ssh", "chief", "run", "backends",
+            "preflight", "output", "job", "drill"},
     "__main__": {"cli"},
 }
 
@@ -107,17 +109,16 @@ def test_the_ssh_layer_loads_without_pydantic_or_the_planner() -> None:
 
 
 def test_the_first_launch_loads_none_of_the_job_machinery() -> None:
-    """``tfcluster run`` / ``local`` send the first launch before they import the job loop
-    (launcher.job.first_launch): what it imports must stay that small."""
-    code = ("import sys, launcher.cli.start, launcher.job.first_launch; "
+    """``tfcluster run`` / ``local`` reserve and send the first launch before they import the job
+    loop (launcher.cli.start, launcher.job.reservation, the local engine): what that imports
+    must stay that small: no job loop, console, psutil or paramiko."""
+    code = ("import sys, launcher.cli.start, launcher.job.reservation, launcher.backends.local; "
             "print(sorted(m for m in sys.modules if m.startswith(('launcher.job', "
-            "'launcher.output', 'launcher.backends', 'rich', 'psutil'))))")
+            "'launcher.output.console', 'launcher.output.status', 'rich', 'psutil', "
+            "'paramiko'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True, timeout=60).stdout
-    assert out.strip() == str(sorted([
-        "launcher.backends", "launcher.backends.early_agent", "launcher.job",
-        "launcher.job.checkpoint_lock", "launcher.job.first_launch", "launcher.job.flock_lock",
-        "launcher.output", "launcher.output.rundir"]))
+    assert out.strip() == str(sorted(["launcher.job", "launcher.job.reservation"]))
 
 
 def test_no_launcher_module_is_over_400_lines() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.job.failures import FailureKind, TaskFailure
-from launcher.output.noise import explains_nothing, hidden_by_default, is_startup_noise
+from launcher.run.failures import FailureKind, TaskFailure
+from launcher.run.noise import explains_nothing, hidden_by_default, is_startup_noise
 from worker.lines import LineBuffer
 
 #: What TF 2.21 prints at every start on a CPU host, as the demo's tasks printed it.

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from launcher.plan.planner import LaunchPlan, PlanError, ResumePoint, plan, ports_to_allocate
+from launcher.backends.ssh.engine import ssh_host
+from launcher.plan.placement import named_placement
+from launcher.plan.planner import LaunchPlan, PlanError, ResumePoint, plan
 from launcher.plan.view import plan_json, plan_text
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
@@ -32,6 +34,10 @@ def make_spec(*groups: dict[str, Any], **fields: Any) -> ClusterSpec:
     return spec_from_dict(data)
 
 
+def ports_to_allocate(spec: ClusterSpec) -> list[TaskId]:
+    return named_placement(spec, local_python=PY).ports_to_allocate
+
+
 def allocated(spec: ClusterSpec, first: int = 21000) -> dict[TaskId, int]:
     """What the coordinator does: consecutive fake ports for every task that needs one."""
     return {task: first + i for i, task in enumerate(ports_to_allocate(spec))}
@@ -40,7 +46,9 @@ def allocated(spec: ClusterSpec, first: int = 21000) -> dict[TaskId, int]:
 def make_plan(spec: ClusterSpec, base_dir: str = "/base", **kwargs: Any) -> LaunchPlan:
     kwargs.setdefault("ports", allocated(spec))
     kwargs.setdefault("attempt", 0)
-    return plan(spec, run_dir=RUN_DIR, local_python=PY, base_dir=base_dir, **kwargs)
+    placement = named_placement(spec, local_python=PY,
+                                local_address=kwargs.pop("local_address", "localhost"))
+    return plan(spec, placement, run_dir=RUN_DIR, base_dir=base_dir, **kwargs)
 
 
 def by_task(launch_plan: LaunchPlan) -> dict[str, Any]:
@@ -294,11 +302,12 @@ def test_remote_hosts_use_python3_their_address_and_paths_as_written() -> None:
     hosts = {h.name: h for h in launch_plan.hosts}
     assert set(hosts) == {"node-a", "node-b", "localhost"}
     node_a, node_b, local = hosts["node-a"], hosts["node-b"], hosts["localhost"]
-    assert (node_a.local, node_a.address, node_a.python, node_a.user, node_a.ssh_port,
-            node_a.identity_file) == (False, "198.18.0.2", "python3", "root", 2222,
-                                      "~/.ssh/id_ed25519")
-    assert (node_b.local, node_b.address, node_b.python, node_b.ssh_port) == (False, "node-b",
-                                                                              "python3", 22)
+    login_a, login_b = ssh_host(remote_spec(), "node-a"), ssh_host(remote_spec(), "node-b")
+    assert (node_a.local, node_a.address, node_a.python, login_a.user, login_a.ssh_port,
+            login_a.identity_file) == (False, "198.18.0.2", "python3", "root", 2222,
+                                       "~/.ssh/id_ed25519")
+    assert (node_b.local, node_b.address, node_b.python, login_b.ssh_port) == (False, "node-b",
+                                                                               "python3", 22)
     assert (local.local, local.python) == (True, PY)
     tasks = by_task(launch_plan)
     assert tasks["chief:0"].argv[0] == "python3"
@@ -462,6 +471,7 @@ def test_local_tasks_of_a_multi_host_job_use_the_reachable_local_address() -> No
         "hosts": {"node-a": {"address": "198.18.0.11"}},
         "tasks": [{"type": "chief", "host": "localhost", "port": 2222},
                   {"type": "worker", "host": "node-a", "port": 2222}]})
-    launch_plan = plan(spec, attempt=0, run_dir="/r", local_address="198.18.0.1")
+    launch_plan = plan(spec, named_placement(spec, local_python="python3",
+                                             local_address="198.18.0.1"), attempt=0, run_dir="/r")
     assert dict(launch_plan.cluster) == {"chief": ("198.18.0.1:2222",),
                                          "worker": ("198.18.0.11:2222",)}

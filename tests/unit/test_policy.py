@@ -7,15 +7,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from launcher.job.failures import (
-    FailureKind,
-    TaskFailure,
-    format_report,
-    is_port_conflict,
-    root_cause,
-)
-from launcher.job.outcome import AttemptResult, AttemptStatus
 from launcher.job.policy import MAX_PORT_RETRIES, Action, decide, restarts_used
+from launcher.run.failures import FailureKind, TaskFailure, format_report, is_port_conflict, root_cause
+from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.spec.model import RestartSpec
 
 

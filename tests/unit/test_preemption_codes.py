@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from launcher.job.failures import FailureKind, TaskFailure, classify_exit
 from launcher.job.state import JobState
-from launcher.plan.planner import plan
+from launcher.run.failures import FailureKind, TaskFailure, classify_exit
 from launcher.spec.errors import SpecError
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
 from tests.fake_backend import TaskScript
+from tests.planning import named_planner
 from tests.unit.test_job_loop import run
 from tests.unit.test_job_loop import spec as loop_spec
 from worker import env
@@ -46,8 +46,8 @@ def problems(data: dict[str, Any]) -> list[tuple[str, str]]:
 def planned(data: dict[str, Any], **health: Any) -> Any:
     data = {**data, "health": health} if health else data
     spec: ClusterSpec = spec_from_dict(data)
-    return plan(spec, attempt=0, run_dir="/runs/pch", ports={s.task: 21000 + i for i, s in
-                                                             enumerate(spec.task_slots())})
+    return named_planner(spec, "/runs/pch").plan(0, {s.task: 21000 + i for i, s in
+                                                   enumerate(spec.task_slots())})
 
 
 # --- the spec field -------------------------------------------------------------------------------

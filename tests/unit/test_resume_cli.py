@@ -13,8 +13,8 @@ import pytest
 
 from launcher.cli.main import main
 from launcher.job.resume import open_resume
-from launcher.job.stored_spec import stored_spec
-from launcher.output.rundir import RunDir, RunDirLive
+from launcher.run.directory import RunDir, RunDirLive
+from launcher.run.stored_spec import stored_spec
 from launcher.spec.errors import SpecError
 from launcher.spec.loading import spec_from_dict
 from tests.jobs import fake_spec, write_spec

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from launcher.job.failures import FailureKind, TaskFailure
-from launcher.job.outcome import AttemptStatus
 from launcher.job.policy import restarts_used
 from launcher.job.resume import attempts_from_events
+from launcher.run.failures import FailureKind, TaskFailure
+from launcher.run.outcome import AttemptStatus
 
 Event = dict[str, Any]
 

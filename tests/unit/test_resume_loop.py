@@ -14,15 +14,15 @@ from typing import Any
 from launcher.job.coordinator import Coordinator, JobResult
 from launcher.job.resume import open_resume
 from launcher.job.state import JobState
-from launcher.job.stored_spec import stored_spec
 from launcher.output.console import Console
-from launcher.output.events import read_events
-from launcher.output.rundir import RunDir
-from launcher.plan.planner import Planner
 from launcher.plan.ports import PortAllocator
+from launcher.run.directory import RunDir
+from launcher.run.event_log import read_events
+from launcher.run.stored_spec import stored_spec
 from launcher.spec.loading import spec_from_dict
 from tests.fake_backend import FakeBackend, FakeWorld, SimClock, SimInbox, TaskScript, run_inline
 from tests.fake_trainer import write_checkpoint
+from tests.planning import named_planner
 from worker.protocol import Launch
 
 #: What a first coordinator left before it was SIGKILLed: attempt 0 crashed (a counted restart),
@@ -69,7 +69,7 @@ def resume(tmp_path: Path, crash: bool) -> tuple[JobResult, FakeWorld, list[dict
 
     world = FakeWorld(clock=clock, inbox_for=lambda: inbox, scripts=scripts)
     run_dir = RunDir(resumption.run_dir, resuming=True)
-    planner = Planner(resumption.spec, run_dir=str(run_dir.path), local_python=sys.executable,
+    planner = named_planner(resumption.spec, run_dir=str(run_dir.path), local_python=sys.executable,
                       base_dir=resumption.base_dir)
     console = Console(out=io.StringIO(), err=io.StringIO(), colour=False)
     coordinator = Coordinator(planner, run_dir, FakeBackend(world), console, clock=clock,

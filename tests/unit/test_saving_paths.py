@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from launcher.job.exports import ModelExported, export_summary
+from launcher.run.events import ModelExported
+from launcher.run.summary import export_summary
 from worker.saving import SaveFormat, save_format, write_path
 from worker.task_context import TaskContext, context
 from worker.tfconfig import TaskId, TFConfig, build_cluster

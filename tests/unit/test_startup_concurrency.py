@@ -11,10 +11,10 @@ import pytest
 
 from launcher.cli.main import main
 from launcher.cli.parser import build_parser
-from launcher.cli.start import planner_for
 from launcher.cli.verbs import local_spec_data
 from launcher.spec.errors import SpecError
 from launcher.spec.loading import spec_from_dict
+from tests.planning import named_planner
 
 
 def data(**fields: Any) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def test_anything_else_is_one_problem_naming_the_field(value: object) -> None:
 def test_every_agent_is_sent_it(value: int | None) -> None:
     spec = spec_from_dict(data(**({} if value is None else {"startup_concurrency": value})),
                           source="t")
-    plan = planner_for(spec, "/tmp/run").preview()
+    plan = named_planner(spec, "/tmp/run").preview()
     assert [plan.launch_message(h).startup_concurrency for h in plan.hosts] == [value]
 
 

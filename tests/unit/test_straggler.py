@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from launcher.job.events import JobHealth, TaskMemoryHigh, TaskStraggling
-from launcher.job.failures import FailureKind, classify_exit
 from launcher.job.memory import MIB, MemoryReading, oom_note
 from launcher.job.straggler import StepRate, StragglerDetector, slowest
 from launcher.job.task_health import TaskHealthWatch
+from launcher.run.events import JobHealth, TaskMemoryHigh, TaskStraggling
+from launcher.run.failures import FailureKind, classify_exit
 from launcher.spec.model import HealthSpec
 from worker.protocol import Exited, Heartbeat, Progress, Started, TaskUsage
 

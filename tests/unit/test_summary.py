@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from launcher.job.failures import FailureKind, TaskFailure
-from launcher.job.outcome import AttemptResult, AttemptStatus
-from launcher.job.summary import job_summary, recovery
+from launcher.run.failures import FailureKind, TaskFailure
+from launcher.run.outcome import AttemptResult, AttemptStatus
+from launcher.run.summary import job_summary, recovery
 
 
 def failure(task: str, died_at: float, attempt: int, kind: FailureKind = FailureKind.EXITED,

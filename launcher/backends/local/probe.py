@@ -1,0 +1,129 @@
+"""Pre-flight on this machine: the probe as a child process, in the workdir, with no shell.
+
+:class:`ChildProbe` runs one probe command as a child of the coordinator that another thread may
+end (engines whose probe runs through a local command, e.g. a scheduler's job step, use it too).
+:class:`LocalProbeRunner` is the local engine's :class:`~launcher.preflight.runner.ProbeRunner`:
+the checkpoint dir counts as writable when its nearest existing ancestor is a writable directory
+(:func:`local_dir_problem`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Sequence
+
+from launcher.backends.agent_command import explain_agent_exit
+from launcher.plan.planner import HostPlan
+from launcher.preflight.report import HostReport, Layout
+from launcher.preflight.runner import ProbeError, ProbeOutput
+
+
+class ChildProbe:
+    """One probe command as a child process; :meth:`close` kills it from any thread."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def run(self, argv: Sequence[str], cwd: str | None, timeout_s: float) -> tuple[int, bytes,
+                                                                                  bytes]:
+        """``(status, stdout, stderr)``; raises OSError when ``argv`` cannot be started and
+        :class:`subprocess.TimeoutExpired` when it overran ``timeout_s`` (it is killed then)
+        or was closed before it started."""
+        with self._lock:
+            if self._closed:
+                raise subprocess.TimeoutExpired(list(argv), 0)
+            self._proc = proc = subprocess.Popen(list(argv), cwd=cwd, stdin=subprocess.DEVNULL,
+                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        return proc.returncode, stdout, stderr
+
+    def close(self) -> None:
+        """Kill the command if it still runs; safe to call more than once."""
+        with self._lock:
+            self._closed = True
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+
+
+class LocalProbeSession:
+    """The probe of one host that is this machine."""
+
+    def __init__(self, host: HostPlan, timeout_s: float) -> None:
+        self.host = host
+        self.timeout_s = timeout_s
+        self.workdir = host.tasks[0].cwd if host.tasks else os.getcwd()
+        self._child = ChildProbe()
+
+    def run(self, argv: Sequence[str]) -> ProbeOutput:
+        python = self.host.python
+        if not os.path.isdir(self.workdir):
+            raise ProbeError(f"workdir missing: {self.workdir}")
+        try:
+            status, stdout, stderr = self._child.run(argv, self.workdir, self.timeout_s)
+        except FileNotFoundError as exc:
+            raise ProbeError(f"python not found: {python}") from exc
+        except OSError as exc:  # PermissionError, mostly
+            raise ProbeError(f"python not runnable: {python}", f"{python}: {exc}") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise ProbeError(f"python probe took over {self.timeout_s:.0f}s") from exc
+        return ProbeOutput(status, stdout, stderr, self.workdir)
+
+    def explain(self, output: ProbeOutput) -> ProbeError:
+        return explain_probe_exit(self.host, output)
+
+    def checkpoint_dir_problem(self, path: str) -> str | None:
+        return local_dir_problem(path)
+
+    def close(self) -> None:
+        self._child.close()
+
+
+class LocalProbeRunner:
+    """Pre-flight's probe on hosts that are this machine."""
+
+    shared_checkpoint_dir = False
+    layout: Layout = "table"
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+
+    def describe(self, host: HostPlan) -> str:
+        return "local"
+
+    def open(self, host: HostPlan, report: HostReport) -> LocalProbeSession:
+        return LocalProbeSession(host, self.timeout_s)
+
+
+def explain_probe_exit(host: HostPlan, output: ProbeOutput) -> ProbeError:
+    """Why a probe run through a shell (``cd WORKDIR && exec PYTHON ...``) or as a child gave no
+    answer: the same reading as an agent's early exit."""
+    tail = output.stderr.decode("utf-8", "replace").strip().splitlines()[-5:]
+    error = explain_agent_exit(host.name, python=host.python, workdir=output.workdir,
+                               status=output.status, stderr_tail=tail)
+    return ProbeError(error.summary, error.detail)
+
+
+def local_dir_problem(path: str) -> str | None:
+    """None when the chief could create and write ``path`` (the nearest existing ancestor must be
+    a writable directory)."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        return f"{probe} is not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} is not writable"
+    return None

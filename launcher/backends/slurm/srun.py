@@ -1,0 +1,22 @@
+"""The ``srun`` line that starts one node's agent as a step of the allocation (pure).
+
+``--overlap`` lets the step share the node with the job's other steps, ``--kill-on-bad-exit``
+ends the step if its one task fails, ``--input=all`` hands our stdin to the agent (its EOF is the
+coordinator's end, as everywhere), and no shell is involved: every argument is one argv word.
+"""
+
+from __future__ import annotations
+
+SRUN = "srun"
+AGENT_MODULE = "worker.agent"
+
+
+def step_argv_prefix(node: str, *, job: str, workdir: str) -> list[str]:
+    """``srun ...`` up to the command: a one-task step on ``node``, in ``workdir``."""
+    return [SRUN, "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap",
+            "--kill-on-bad-exit=1", "--input=all", "--quiet", f"--job-name=tfcluster-{job}",
+            f"--chdir={workdir}"]
+
+
+def agent_step_argv(node: str, *, job: str, workdir: str, python: str) -> list[str]:
+    return [*step_argv_prefix(node, job=job, workdir=workdir), python, "-m", AGENT_MODULE]

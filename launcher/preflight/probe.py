@@ -1,0 +1,142 @@
+"""The one probe pre-flight runs on every host, whatever the engine, and what it is asked.
+
+It runs as ``PYTHON -c PROBE REQUEST`` with the tasks' interpreter in their workdir, exactly where
+the agent would run, and prints one tagged JSON line: Python's version, whether ``import worker``
+gives tfcluster's worker package (a user's own ``worker.py`` in the workdir would shadow it) and
+which tfcluster version that is, the installed TensorFlow distribution's version (from package
+metadata: importing TensorFlow would take seconds), which of the host's task ports are taken
+(bound the way gRPC binds them), its GPUs (:mod:`launcher.preflight.gpus`) and, on engines whose
+hosts share the checkpoint dir, whether the chief can write a marker there and every other host
+read it back. ``REQUEST`` is one JSON argument: ``{"ports": [...], "marker": {...} | null}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+from launcher.plan.planner import HostPlan
+from launcher.preflight.gpus import GPU_PROBE
+
+#: Lowest Python the worker package supports.
+MIN_PYTHON = (3, 10)
+#: What starts the probe's answer line (a login shell may print other lines first).
+PROBE_TAG = "TFCLUSTER-PREFLIGHT "
+#: The chief's marker file in a shared checkpoint dir is this prefix plus a random token.
+MARKER_PREFIX = ".tfcluster-preflight-"
+
+#: Written for any Python 3 (no f-strings) so that an old interpreter is reported rather than
+#: failing obscurely.
+PROBE = r"""
+import json, os, socket, sys
+request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable}
+try:
+    import worker
+    out["worker"] = getattr(worker, "__file__", None) or "?"
+    version = getattr(worker, "__version__", None)
+    if version is not None:
+        out["tfcluster"] = str(version)
+except BaseException as exc:
+    out["worker_error"] = "%s: %s" % (type(exc).__name__, exc)
+try:
+    import importlib.metadata as metadata
+    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tensorflow-intel"):
+        try:
+            out["tensorflow"] = metadata.version(dist)
+            out["tensorflow_dist"] = dist
+            break
+        except metadata.PackageNotFoundError:
+            pass
+except ImportError:
+    out["tensorflow_error"] = "importlib.metadata missing"
+busy = {}
+for port in request.get("ports", []):
+    text = str(port)
+    for family, address in ((socket.AF_INET, "0.0.0.0"), (getattr(socket, "AF_INET6", None), "::")):
+        if family is None:
+            continue
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == getattr(socket, "AF_INET6", None):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind((address, int(text)))
+        except OSError as exc:
+            busy.setdefault(text, exc.strerror or str(exc))
+        finally:
+            sock.close()
+out["busy_ports"] = busy
+marker = request.get("marker")
+if marker:
+    directory, token = marker["dir"], marker["token"]
+    path = os.path.join(directory, ".tfcluster-preflight-" + token)
+    try:
+        if marker["role"] == "write":
+            if not os.path.isdir(directory):
+                os.makedirs(directory)
+            with open(path, "w") as handle:
+                handle.write(token)
+        else:
+            with open(path) as handle:
+                if handle.read() != token:
+                    raise OSError("marker differs")
+        if os.access(directory, os.W_OK):
+            out["marker"] = "ok"
+        else:
+            out["marker"] = "NOT WRITABLE"
+            out["marker_error"] = "checkpoint dir %s is not writable here" % directory
+    except OSError as exc:
+        writes = marker["role"] == "write"
+        out["marker"] = "NOT WRITABLE" if writes else "NOT SHARED"
+        what = "cannot write to" if writes else "does not see the marker the chief wrote in"
+        out["marker_error"] = ("%s the checkpoint dir %s (%s): it must be on a filesystem "
+                               "every host shares" % (what, directory, exc))
+""" + GPU_PROBE + """
+print("TFCLUSTER-PREFLIGHT " + json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The shared checkpoint dir check: the chief ``write``\\ s ``<dir>/MARKER_PREFIX<token>``,
+    every other host must ``read`` it back."""
+
+    role: Literal["write", "read"]
+    directory: str
+    token: str
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.directory, MARKER_PREFIX + self.token)
+
+
+@dataclass(frozen=True)
+class HostWork:
+    """One host's checks: its plan, the ports to probe, the checkpoint dir to check there if it
+    is the chief's (engines whose hosts do not share it), the marker to write or read (engines
+    whose hosts do)."""
+
+    host: HostPlan
+    ports: tuple[int, ...]
+    checkpoint_dir: str | None
+    marker: Marker | None = None
+
+    @property
+    def workdir(self) -> str:
+        """The tasks' cwd: where the agent, and so the probe, runs."""
+        return self.host.tasks[0].cwd if self.host.tasks else "."
+
+
+def probe_argv(work: HostWork) -> list[str]:
+    """``PYTHON -c PROBE REQUEST``: what a :class:`~launcher.preflight.runner.ProbeSession`
+    runs in the host's workdir (one argv word each, no shell)."""
+    marker = None if work.marker is None else {
+        "role": work.marker.role, "dir": work.marker.directory, "token": work.marker.token}
+    request = {"ports": list(work.ports), "marker": marker}
+    return [work.host.python, "-c", PROBE, json.dumps(request, separators=(",", ":"))]

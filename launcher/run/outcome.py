@@ -1,0 +1,101 @@
+"""What one attempt of a job came to, as the policy and the summary see it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from launcher.run.failures import FailureKind, TaskFailure, root_cause
+
+
+class AttemptStatus(str, Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # tfcluster itself got SIGINT / SIGTERM
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    attempt: int
+    status: AttemptStatus
+    started_at: float
+    ended_at: float
+    failures: tuple[TaskFailure, ...] = ()
+    ports: dict[str, int] = field(default_factory=dict)
+    resume_step: int | None = None
+    max_step: int | None = None
+    first_progress_at: float | None = None
+    interrupt_signal: str | None = None
+    #: Step of the latest complete chief checkpoint after this attempt (None: none / unknown).
+    checkpoint_step: int | None = None
+    #: Whether the attempt moved the latest checkpoint forward (None: the job has no checkpoints).
+    made_progress: bool | None = None
+    #: Checkpoints a task of this attempt could not restore (never handed out again).
+    bad_checkpoints: frozenset[str] = frozenset()
+    #: Memory held by the warm spares waiting for the next attempt, all hosts, bytes.
+    spares_rss_bytes: int = 0
+    #: The preemption notice tfcluster saw during this attempt, as a phrase for the restart
+    #: reason ("worker:1 reported a preemption", "the drill sent SIGTERM to worker:1"); None if
+    #: it saw none. A task that exits with the preemption code without one (and without a newer
+    #: checkpoint) was not preempted as far as tfcluster can tell.
+    preemption_notice: str | None = None
+
+    @property
+    def cause_kind(self) -> FailureKind | None:
+        cause = self.root_cause
+        return None if cause is None else cause.kind
+
+    @property
+    def root_cause(self) -> TaskFailure | None:
+        return root_cause(self.failures)
+
+    @property
+    def lost_hosts(self) -> frozenset[str]:
+        """Hosts whose agent was lost during this attempt (what an engine places around)."""
+        return frozenset(f.host for f in self.failures if f.kind is FailureKind.LOST_HOST)
+
+    @property
+    def port_conflict(self) -> bool:
+        return self.cause_kind is FailureKind.PORT_CONFLICT
+
+    @property
+    def preempted(self) -> bool:
+        return self.cause_kind is FailureKind.PREEMPTED
+
+    @property
+    def preemption_justified(self) -> bool:
+        """A preemption exit that tfcluster can vouch for: the attempt left a checkpoint newer than
+        the one it resumed from, or tfcluster saw a preemption notice. Only these restart outside
+        the budget: exit 143 alone is what any shell wrapper whose child got SIGTERM returns."""
+        return self.preempted and (self.made_progress is True
+                                   or self.preemption_notice is not None)
+
+    @property
+    def charged(self) -> bool:
+        """Whether this attempt uses up one of ``restart.max_restarts``: every failed attempt but
+        a start-up port clash and a justified preemption."""
+        return self.status is AttemptStatus.FAILED and not (self.port_conflict
+                                                            or self.preemption_justified)
+
+    def to_dict(self) -> dict[str, Any]:
+        cause = self.root_cause
+        return {
+            "attempt": self.attempt,
+            "status": self.status.value,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "duration_s": round(self.ended_at - self.started_at, 3),
+            "resume_step": self.resume_step,
+            "max_step": self.max_step,
+            "first_progress_at": self.first_progress_at,
+            "checkpoint_step": self.checkpoint_step,
+            "made_progress": self.made_progress,
+            "root_cause": None if cause is None else cause.to_dict(),
+            "failures": [f.to_dict() for f in sorted(self.failures, key=lambda f: f.died_at)],
+            "ports": self.ports,
+            "interrupt_signal": self.interrupt_signal,
+            "spares_rss_bytes": self.spares_rss_bytes,
+            "preemption_notice": self.preemption_notice,
+            "counted_against_budget": self.charged,
+        }
