@@ -39,9 +39,10 @@ def agent_alone(cli: Tfcluster, n: int, argv: list[str], work: Path) -> tuple[fl
     (run_dir / "agents").mkdir(parents=True)
     line = launch_line(n, argv, run_dir)
     from launcher.backends.early_agent import AGENT_ENV_EXTRA
-    from worker.env import without_own
+    from worker.wire.env import without_own
+    from worker.wire.module_start import agent_argv
 
-    agent = [sys.executable, "-m", "worker.agent"]
+    agent = agent_argv(sys.executable)  # as every engine starts it
     env = {**without_own(cli.environ()), **AGENT_ENV_EXTRA}  # as tfcluster's agent_popen
     cli.commands.record(agent, note=f"agent alone: the launch of `tfcluster local -n {n}` "
                                     "on its stdin")

@@ -37,7 +37,7 @@ if str(REPO) not in sys.path:
 from launcher.run.directory import EVENTS_FILE  # noqa: E402
 from launcher.run.event_log import read_events as read_event_file  # noqa: E402
 from launcher.run.events import EventType  # noqa: E402
-from tests.procs import kill_all, wait_until_empty, with_env  # noqa: E402
+from tests.support.procs import kill_all, wait_until_empty, with_env  # noqa: E402
 
 Event = dict[str, Any]
 #: How long one launch or detection run may take before it is killed.

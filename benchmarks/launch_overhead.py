@@ -13,7 +13,7 @@ Launch overhead. For every N in ``--sizes`` it starts, ``--repeats`` times each 
   that this ``tfcluster local`` would send it, no coordinator at all,
 - the least coordinator (``least_coordinator.py``): a process that starts the agent, validates the
   spec, plans and sends that launch, and does nothing else,
-- the bare loop below paced as the agent paces its starts (``worker.startup_pacing``): never more
+- the bare loop below paced as the agent paces its starts (``worker.agent.startup_pacing``): never more
   of its processes alive than this process has CPUs, and
 - the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop, each in
   its own session as the agent starts its tasks (with Linux scheduler autogroups a session is a
@@ -72,7 +72,7 @@ from exit_detection import (
 from launch_report import launch_table, verdicts
 from machine import compile_bytecode
 
-from worker.startup_pacing import usable_cpus
+from worker.agent.startup_pacing import usable_cpus
 
 MARKER_ENV = "BENCH_LAUNCH_MARKER"
 INDEX_ENV = "BENCH_LAUNCH_INDEX"
@@ -129,7 +129,7 @@ def bare_popen(cli: Tfcluster, n: int, work: Path, new_session: bool = True,
     tfcluster's agent, it starts each in its own session unless ``new_session`` is False (see
     ``--bare-same-session``). With ``at_most``, never more than that many of them are alive: the
     loop waits for one to exit before it starts the next. For these tasks (they exit as soon as
-    they ran) that is the pacing tfcluster's agent does (``worker.startup_pacing``) and nothing
+    they ran) that is the pacing tfcluster's agent does (``worker.agent.startup_pacing``) and nothing
     else: how much of a launch's time pacing alone saves on this machine."""
     out = work / "stamps"
     argv = [sys.executable, "-c", STAMP_CODE, str(out)]

@@ -34,8 +34,9 @@ _EXITED = b'"type":"exited"'
 def start_agent(stderr: BinaryIO) -> subprocess.Popen[bytes]:
     """This checkout's agent, started as tfcluster starts a local one."""
     from launcher.backends.early_agent import agent_popen
+    from worker.wire.module_start import agent_argv
 
-    return agent_popen([sys.executable, "-m", "worker.agent"], stderr)
+    return agent_popen(agent_argv(sys.executable), stderr)
 
 
 def launch_line(n: int, argv: list[str], run_dir: Path) -> bytes:

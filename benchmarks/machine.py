@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from worker.startup_pacing import usable_cpus
+from worker.agent.startup_pacing import usable_cpus
 
 MIB = 1024 * 1024
 

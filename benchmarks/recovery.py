@@ -8,7 +8,7 @@ Two workloads, each from a spec that this script writes into a temporary directo
 ``restart.backoff_s`` set by ``--backoff``, 0.1 s by default, instead of the shipped specs' 1.0 s,
 ``restart.max_restarts: 1``, and a fresh temporary checkpoint directory per run):
 
-- **fake**: ``tests/fake_trainer.py`` (no TensorFlow) as a chief and two workers, 100 steps of 0.02 s,
+- **fake**: ``tests/support/fake_trainer.py`` (no TensorFlow) as a chief and two workers, 100 steps of 0.02 s,
   the chief checkpointing every 10 steps; ``worker:1`` is killed at step 55.
 - **digits**: the real TF MWMS example ``python -m worker.examples.digits`` on two workers (as in
   ``cluster_specs/local-2workers.yaml``), 200 steps, checkpoint every 50, ``--deterministic``;
@@ -80,7 +80,7 @@ from targets import DETECTION_P95_MS
 
 from launcher.run.events import EventType
 
-FAKE_TRAINER = REPO / "tests" / "fake_trainer.py"
+FAKE_TRAINER = REPO / "tests" / "support" / "fake_trainer.py"
 TIMED_ENTRY = REPO / "benchmarks" / "tasks" / "timed_entry.py"
 TIMING_DIR_ENV = "BENCH_TIMING_DIR"  # read by tasks/timed_entry.py
 MARKER_ENV = "BENCH_RECOVERY_MARKER"  # not TFCLUSTER_*: that prefix is reserved in spec env
@@ -123,7 +123,7 @@ class Workload:
 
 def fake_workload(*, workers: int = 2, chief: bool = False, steps: int = 100,
                   checkpoint_every: int = 10, at_step: int = 55, key: str = "fake") -> Workload:
-    """``tests/fake_trainer.py`` (no TensorFlow), steps of 0.02 s, the chief checkpointing."""
+    """``tests/support/fake_trainer.py`` (no TensorFlow), steps of 0.02 s, the chief checkpointing."""
     tasks = ([{"type": "chief", "host": "localhost"}] if chief else []) \
         + [{"type": "worker", "host": "localhost", "count": workers}]
     shape = f"{'chief + ' if chief else ''}{workers} workers"

@@ -32,7 +32,7 @@ from targets import (
 #: The labels of the drill variants.
 LOCAL, SSH, WARM = "local", "ssh (127.0.0.1)", "warm spares"
 
-#: The section headings, in order (tests/unit/test_benchmarks_smoke.py checks them).
+#: The section headings, in order (tests/unit/project/test_benchmarks_smoke.py checks them).
 MACHINE = "## Machine"
 TARGETS = "## Targets"
 LAUNCH = "## 1. Launch overhead"
@@ -196,7 +196,7 @@ def detection_section(m: Measured) -> list[str]:
     if drills:
         w = drills[0].workload
         lines += [f"`tfcluster drill SPEC --task {w.task} --at-step {w.at_step} --fault kill` of "
-                  f"the trivial 2-task job (the fake trainer, `tests/fake_trainer.py`, 2 workers, "
+                  f"the trivial 2-task job (the fake trainer, `tests/support/fake_trainer.py`, 2 workers, "
                   f"{w.steps} steps of 0.02 s, worker:0 checkpointing every {w.checkpoint_every}; "
                   "`restart.backoff_s: 0`): locally, and with both tasks on a throwaway sshd on "
                   "127.0.0.1 (its own host key and client key in a temporary directory, an empty "

@@ -16,8 +16,8 @@ from typing import Any
 
 from common import REPO, BenchmarkError, scratch
 
-from tests.procs import kill_all
 from tests.ssh.sshd import Sshd, SshdUnavailableError, free_port, generate_key, start_sshd
+from tests.support.procs import kill_all
 
 __all__ = ["SSH_HOST", "SshHost", "SshdUnavailableError", "throwaway_sshd"]
 

@@ -47,7 +47,7 @@ from launcher.plan.planner import HostPlan
 from launcher.ssh.config import SshHost
 from launcher.ssh.connect import ConnectOptions, SshConnection, connect
 from tests.ssh.sshd import Sshd, generate_key, start_sshd
-from worker.protocol import Launch
+from worker.wire.protocol import Launch
 
 SERVERS = 8
 TARGET_RATIO = 2.0

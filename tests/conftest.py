@@ -1,4 +1,4 @@
-"""Shared fixtures. Tests that start processes use ``tests.jobs`` and always clean up."""
+"""Shared fixtures. Tests that start processes use ``tests.support.jobs`` and always clean up."""
 
 from __future__ import annotations
 

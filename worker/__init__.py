@@ -1,4 +1,9 @@
-"""Runs on every host: the agent (``python -m worker.agent``) and the training-script helpers.
+"""Runs on every host. This top level is the training API a script imports (``worker.context()``,
+``worker.report()``, ``worker.save_model``, ``worker.termination_config()``, and the modules
+``checkpointing``, ``preemption``, ``keras``, ``data``, ``accumulation``, ...); the rest is in
+subpackages: ``worker.agent`` (the host agent, ``python -m worker.agent``), ``worker.runtime``
+(what runs in each task before its code) and ``worker.wire`` (what the coordinator shares with
+the worker, the only part ``launcher`` imports).
 
 Importing this package never imports TensorFlow and never imports ``launcher``. ``context`` and
 ``report`` are loaded on first use, so the agent and every task start without paying for them;

@@ -12,7 +12,7 @@ multi-worker docs prescribe and tfcluster expects (see the README, "Writing a tr
   latest checkpoint in the chief's directory, so a run outside tfcluster resumes as well;
 - :meth:`TrainingCheckpoint.preempted` makes a ``SIGTERM`` to any one task a graceful preemption:
   every task stops at the same step, saves it, and the script exits with
-  ``worker.env.PREEMPTION_EXIT_CODE`` (see :mod:`worker.preemption`)::
+  ``worker.wire.env.PREEMPTION_EXIT_CODE`` (see :mod:`worker.preemption`)::
 
       for step in range(start + 1, steps + 1):
           train_step(iterator)
@@ -31,11 +31,11 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from worker.env import PREEMPTION_EXIT_CODE
 from worker.preemption import PreemptionWatcher
 from worker.reporting import send as report_send
-from worker.task_reports import ReportKind
-from worker.tfconfig import EVALUATOR
+from worker.wire.env import PREEMPTION_EXIT_CODE
+from worker.wire.reports import ReportKind
+from worker.wire.tfconfig import EVALUATOR
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -163,7 +163,7 @@ class TrainingCheckpoint:
         True, on every task at the same step, once any task of the job got ``SIGTERM``: the
         checkpoint at ``step`` is then saved (on every task, as :meth:`save` requires; the chief's
         is kept; not twice if :meth:`save` just did) and reported to tfcluster, and the caller
-        should exit with ``worker.env.PREEMPTION_EXIT_CODE`` at once. The first call installs the
+        should exit with ``worker.wire.env.PREEMPTION_EXIT_CODE`` at once. The first call installs the
         ``SIGTERM`` handler (replacing TF's), so call it from the main thread, after the strategy
         exists. Costs one scalar all-reduce per checked step (see :mod:`worker.preemption`).
         """

@@ -3,7 +3,8 @@
 The agent gives every task the write end of a pipe and names it in ``TFCLUSTER_REPORT_FD``. Each
 message is one JSON line written with a single ``os.write`` (atomic for lines under PIPE_BUF), so a
 training script may report from several threads. Outside tfcluster the variable is absent and every
-function here does nothing, so scripts run unchanged on a laptop.
+function here does nothing, so scripts run unchanged on a laptop. This module sends; the line's
+format, its limits and the agent's check are :mod:`worker.wire.reports`.
 """
 
 from __future__ import annotations
@@ -15,18 +16,11 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from worker.env import REPORT_FD as REPORT_FD_ENV
-from worker.task_reports import ReportKind
+from worker.wire.env import REPORT_FD as REPORT_FD_ENV
+from worker.wire.reports import ReportKind
 
 #: Keep lines below PIPE_BUF (4096 on Linux) so that concurrent writers never interleave.
 _MAX_LINE = 4000
-#: The longest report line the agent reads; a longer one is dropped whole. Only the fatal
-#: traceback comes near it, and the bootstrap shortens that to fit (:func:`fit_traceback`).
-MAX_REPORT_LINE_BYTES = 1024 * 1024
-#: A traceback is kept to this many characters: its head and its last
-#: :data:`TRACEBACK_TAIL_CHARS`, where the exception's own line is.
-MAX_TRACEBACK_CHARS = 256 * 1024
-TRACEBACK_TAIL_CHARS = 16 * 1024
 
 _lock = threading.Lock()
 _state = {"broken": False}  # set once the agent is gone: stay silent from then on
@@ -57,29 +51,6 @@ def send(message: Mapping[str, Any]) -> bool:
             _state["broken"] = True  # agent gone or fd closed by the script
             return False
     return True
-
-
-def shorten_middle(text: str, max_chars: int, tail_chars: int = TRACEBACK_TAIL_CHARS) -> str:
-    """``text`` itself if it has at most ``max_chars`` characters, else its head and its last
-    ``tail_chars`` characters (fewer if ``max_chars`` is smaller) around a note of what was cut."""
-    if len(text) <= max_chars:
-        return text
-    tail = min(tail_chars, max_chars // 2)
-    head = max_chars - tail
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[tfcluster] ... {cut} characters cut ...\n{text[len(text) - tail:]}"
-
-
-def fit_traceback(text: str) -> str:
-    """``text`` shortened (:func:`shorten_middle`) so that its ``error`` report line stays within
-    :data:`MAX_REPORT_LINE_BYTES` however much JSON escaping it needs."""
-    max_chars = MAX_TRACEBACK_CHARS
-    while True:
-        short = shorten_middle(text, max_chars)
-        line = json.dumps({"kind": ReportKind.ERROR.value, "traceback": short}, separators=(",", ":"))
-        if len(line) < MAX_REPORT_LINE_BYTES or max_chars <= TRACEBACK_TAIL_CHARS:
-            return short
-        max_chars //= 2
 
 
 def _jsonable(value: Any) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 
 from worker.reporting import send as report_send
 from worker.task_context import TaskContext
-from worker.task_reports import ReportKind
+from worker.wire.reports import ReportKind
 
 __all__ = ["SaveFormat", "model_checkpoint", "save_format", "save_model", "write_path"]
 

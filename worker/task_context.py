@@ -10,8 +10,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from worker import env
-from worker.tfconfig import CHIEF, EVALUATOR, TaskId, TFConfig
+from worker.wire import env
+from worker.wire.tfconfig import CHIEF, EVALUATOR, TaskId, TFConfig
 
 
 @dataclass(frozen=True)

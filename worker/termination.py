@@ -28,7 +28,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from worker import env
+from worker.wire import env
 
 __all__ = ["DEFAULT_RESERVE_S", "grace_period_s", "pch_grace_period", "termination_config"]
 

@@ -4,7 +4,7 @@ would (same ``sys.argv``, and ``sys.path[0]`` of the real entrypoint)::
 
     python benchmarks/tasks/timed_entry.py IMPORT (-m MODULE | SCRIPT) [ARGS...]
 
-Under tfcluster it runs as the task's script (behind ``worker.bootstrap``, or in a warm spare that
+Under tfcluster it runs as the task's script (behind ``worker.runtime.bootstrap``, or in a warm spare that
 has just been handed its launch, which may have imported IMPORT already). With ``BENCH_TIMING_DIR``
 set it writes ``<dir>/<attempt>-<type>-<index>.json``: ``process_started`` (the kernel's start time
 of this process; a warm spare started before its attempt did), ``entered`` and ``imported``

@@ -1,7 +1,9 @@
 """The command that starts a remote host's agent, and what its early exit means (pure).
 
-The agent runs as ``cd WORKDIR && exec PYTHON -m worker.agent``, each piece ``shlex.quote``\\ d:
-nothing in it comes unquoted from the spec.
+The agent runs as ``cd WORKDIR && exec PYTHON -c START_CODE -m worker.agent``
+(:func:`worker.wire.module_start.agent_argv`: a ``worker.py`` of the user's in the workdir cannot
+stand in for tfcluster's), each piece ``shlex.quote``\\ d: nothing in it comes unquoted from the
+spec.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ import shlex
 
 from launcher.plan.planner import HostPlan
 from launcher.ssh.errors import RemoteCommandError
-from worker.protocol import Launch
-
-AGENT_MODULE = "worker.agent"
+from worker.wire.module_start import AGENT_MODULE, agent_argv
+from worker.wire.protocol import Launch
+from worker.wire.version import TFCLUSTER_VERSION
 
 
 def remote_path(path: str) -> str:
@@ -35,7 +37,7 @@ def agent_workdir(host: HostPlan) -> str:
 
 def agent_command(workdir: str, python: str) -> str:
     """The one shell string run on the host; nothing in it comes unquoted from the spec."""
-    return f"cd {shlex.quote(workdir)} && exec {shlex.quote(python)} -m {AGENT_MODULE}"
+    return f"cd {shlex.quote(workdir)} && exec {shlex.join(agent_argv(python))}"
 
 
 def launch_for_agent(launch: Launch, workdir: str) -> Launch:
@@ -69,6 +71,12 @@ def explain_agent_exit(host: str, *, python: str, workdir: str, status: int,
         return RemoteCommandError(host, f"workdir missing: {workdir}",
                                   f"cannot enter the workdir {workdir!r}: {last}",
                                   "create it on the host or fix 'workdir' in the spec")
+    if "No module named 'worker.wire'" in text:  # tfcluster there predates the version handshake
+        return RemoteCommandError(host, f"tfcluster there is older than {TFCLUSTER_VERSION}",
+                                  f"{python} in {workdir} has a tfcluster older than the "
+                                  f"coordinator's {TFCLUSTER_VERSION}: {last}",
+                                  f"install tfcluster {TFCLUSTER_VERSION} there, or point the "
+                                  "spec's 'python' at an interpreter that has it")
     if "No module named 'worker'" in text or f"No module named {AGENT_MODULE}" in text:
         return RemoteCommandError(host, "worker not importable",
                                   f"{python} cannot import the 'worker' package in {workdir}: "

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
-from worker.protocol import Launch, Message
+from worker.wire.protocol import Launch, Message
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class AgentClosed:
     host: str
     reason: str
     at: float
+    #: Set when it was closed because it can never run this job (it runs another tfcluster
+    #: version: :mod:`launcher.backends.version_check`); the run stops with this error.
+    refused: AgentStartError | None = None
 
 
 AgentEvent = AgentMessage | AgentClosed

@@ -1,8 +1,10 @@
 """The coordinator's end of one agent's JSON-lines conversation, over any pair of byte streams.
 
 A reader thread turns every line the agent writes into an :class:`AgentMessage` for the sink and
-ends with one :class:`AgentClosed`. Writes are serialised by a lock. The local backend gives it a
-subprocess's pipes, the SSH backend a paramiko channel's files.
+ends with one :class:`AgentClosed`; an agent whose first line, its hello, announces another
+tfcluster version is refused there (:mod:`launcher.backends.version_check`): nothing it says
+reaches the sink but an ``AgentClosed`` carrying the error. Writes are serialised by a lock. The
+local backend gives it a subprocess's pipes, the SSH backend a paramiko channel's files.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from collections.abc import Callable
 from typing import IO
 
 from launcher.backends.base import AgentClosed, AgentMessage, Sink
-from worker.protocol import Message, ProtocolError, decode_event
+from launcher.backends.version_check import VersionMismatch, check_first_line
+from worker.wire.protocol import Message, ProtocolError, decode_event
 
 
 class AgentChannel:
@@ -27,6 +30,8 @@ class AgentChannel:
         self._on_message = on_message
         self._lock = threading.Lock()
         self._closed = False
+        #: Why this agent was refused (its hello announced another version), if it was.
+        self.refused: VersionMismatch | None = None
         self._thread = threading.Thread(target=self._read_loop, name=f"agent-{host}",
                                         daemon=True)
 
@@ -58,8 +63,16 @@ class AgentChannel:
 
     def _read_loop(self) -> None:
         reason = "agent closed its output"
+        first = True
         try:
             for raw in self._reader:
+                if first:  # its hello: its versions are read before the rest of it
+                    first = False
+                    self.refused = check_first_line(self.host, raw)
+                    if self.refused is not None:
+                        reason = str(self.refused)
+                        self.close_input()  # EOF before any launch: it exits, nothing started
+                        break
                 try:
                     message = decode_event(raw)
                 except ProtocolError as exc:
@@ -70,4 +83,4 @@ class AgentChannel:
                 self._sink(AgentMessage(self.host, message, time.time()))
         except (OSError, ValueError) as exc:
             reason = f"connection to the agent broke: {exc}"
-        self._sink(AgentClosed(self.host, reason, time.time()))
+        self._sink(AgentClosed(self.host, reason, time.time(), refused=self.refused))

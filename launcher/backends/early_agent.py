@@ -28,19 +28,20 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from worker.env import without_own
+from worker.wire.env import without_own
+from worker.wire.module_start import agent_argv
 
 if TYPE_CHECKING:
-    from worker.protocol import Launch
+    from worker.wire.protocol import Launch
 
 #: The agent's environment: the coordinator's, without tfcluster's own variables.
 AGENT_ENV_EXTRA = {"PYTHONUNBUFFERED": "1"}
 
 
 def agent_popen(argv: list[str], stderr: int | BinaryIO) -> subprocess.Popen[bytes]:
-    """The agent command ``argv`` (``python -m worker.agent``, or an ``srun`` step running it) in
-    its own session (a Ctrl-C in the terminal reaches only the coordinator), its stdin and stdout
-    the protocol's pipes. OSError if it cannot be started."""
+    """The agent command ``argv`` (:func:`~worker.wire.module_start.agent_argv`, or an ``srun``
+    step running it) in its own session (a Ctrl-C in the terminal reaches only the coordinator),
+    its stdin and stdout the protocol's pipes. OSError if it cannot be started."""
     return subprocess.Popen(
         argv,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
@@ -57,7 +58,7 @@ class EarlyAgent:
         self.sent: Launch | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         with contextlib.suppress(OSError):  # the real start will say what is wrong
-            self._proc = agent_popen([python, "-m", "worker.agent"], subprocess.PIPE)
+            self._proc = agent_popen(agent_argv(python), subprocess.PIPE)
 
     def waiting(self, python: str) -> bool:
         """Whether an agent running ``python`` still waits, untaken and not yet launched."""

@@ -32,7 +32,7 @@ from launcher.chief.access import ChiefFiles
 from launcher.plan.placement import PastAttempt, Placement
 from launcher.plan.planner import HostPlan, LaunchPlan
 from launcher.spec.model import ClusterSpec
-from worker.protocol import Launch
+from worker.wire.protocol import Launch
 
 if TYPE_CHECKING:
     from launcher.backends.early_agent import EarlyAgent

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from launcher.ssh.deadline import DEFAULT_CONNECT_TIMEOUT_S
+from worker.wire.version import TFCLUSTER_VERSION
 
 _DESCRIPTION = """\
 Launch TensorFlow MultiWorkerMirroredStrategy jobs on a cluster described by a YAML spec (or on a
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfcluster", description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"tfcluster {TFCLUSTER_VERSION}")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
 
     run = verbs.add_parser("run", help="run the job of a spec to completion",

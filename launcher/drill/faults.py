@@ -1,7 +1,7 @@
 """Faults as data: ``ACTION:TARGET[:TRIGGER]`` parsed into a frozen, validated :class:`Fault`.
 
 - actions: ``kill`` (SIGKILL), ``term`` (SIGTERM, a preemption notice), ``stop`` (SIGSTOP, a
-  hang), ``crash`` (:data:`worker.crash.CRASH_SIGNAL`, which the task bootstrap turns into an
+  hang), ``crash`` (:data:`worker.wire.signals.CRASH_SIGNAL`, which the task bootstrap turns into an
   exception), ``partition`` (cut a host off the network, then heal it), ``corrupt-checkpoint``
   (truncate the data of the chief's latest complete checkpoint, then SIGKILL the chief so that the
   restart must skip it), ``kill-coordinator`` (SIGKILL tfcluster itself; no target);
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from launcher.spec.errors import SpecError, SpecProblem
-from worker.crash import CRASH_SIGNAL
+from worker.wire.signals import CRASH_SIGNAL
 
 
 class Action(enum.StrEnum):

@@ -17,11 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.backends.base import AgentEvent, AgentHandle, AgentMessage
+from launcher.backends.base import AgentClosed, AgentEvent, AgentHandle, AgentMessage
 from launcher.backends.engine import Backend
+from launcher.backends.version_check import VersionMismatch
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan, LaunchPlan
-from worker.protocol import Message, Output, Ping, Terminate
+from worker.wire.protocol import Message, Output, Ping, Terminate
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class AgentDown:
     host: str
     error: str
     at: float
+    #: Set when the host can never run this job (another tfcluster version there): the run stops.
+    refused: AgentStartError | None = None
 
 
 #: Extra time, beyond the grace period, that agents get to confirm their tasks are gone.
@@ -107,7 +110,8 @@ class AgentSet:
             except Exception as exc:  # any failure to start is that host's failure
                 why = str(exc) if isinstance(exc, AgentStartError) \
                     else f"{host.name}: {type(exc).__name__}: {exc}"
-                self._put(AgentDown(host.name, why, self._clock()))
+                refused = exc if isinstance(exc, VersionMismatch) else None
+                self._put(AgentDown(host.name, why, self._clock(), refused))
                 return
             self._put(AgentUp(host.name, handle))
 
@@ -124,7 +128,9 @@ class AgentSet:
             self._spawn(f"start-{host.name}", functools.partial(start, host))
 
     def _sink(self, event: AgentEvent) -> None:
-        if (self._on_output is not None and isinstance(event, AgentMessage)
+        if isinstance(event, AgentClosed) and event.refused is not None:  # its hello said so
+            self._put(AgentDown(event.host, event.reason, event.at, event.refused))
+        elif (self._on_output is not None and isinstance(event, AgentMessage)
                 and isinstance(event.message, Output)):
             self._on_output(event.host, event.message)
         else:
@@ -138,7 +144,11 @@ class AgentSet:
             self._open.add(item.host)
 
     def down(self, item: AgentDown) -> None:
+        """A start failed. Raises the error of a host that can never run this job (it runs
+        another tfcluster version): the run stops there, with that one line."""
         self._starting.discard(item.host)
+        if item.refused is not None:
+            raise item.refused
 
     def closed(self, host: str) -> None:
         """The agent's output ended (it exited, was killed, or its connection dropped)."""

@@ -49,7 +49,7 @@ from launcher.run.events import (
 from launcher.run.failures import FailureKind, format_report
 from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.spec.model import HealthSpec
-from worker.protocol import (
+from worker.wire.protocol import (
     AgentError,
     DumpStacks,
     Exited,
@@ -62,7 +62,7 @@ from worker.protocol import (
     Terminate,
     Terminated,
 )
-from worker.task_reports import ReportKind
+from worker.wire.reports import ReportKind
 
 Emit = Callable[[Event], None]
 

@@ -57,7 +57,7 @@ from launcher.run.events import (
 from launcher.run.failures import TaskFailure, exit_code_for_signal
 from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.run.summary import job_summary, restart_from
-from worker.tfconfig import TaskId
+from worker.wire.tfconfig import TaskId
 
 #: How long a restart waits for the previous attempt's ports to be released.
 PORT_FREE_WAIT_S = 5.0

@@ -10,7 +10,7 @@ from launcher.job.tasks import TaskState, TaskTable
 from launcher.plan.secrets import Redactor
 from launcher.run.events import Event, TaskFailed
 from launcher.run.failures import FailureKind, TaskFailure, classify_exit, step_mismatch
-from worker.protocol import Exited
+from worker.wire.protocol import Exited
 
 
 class FailureLog:

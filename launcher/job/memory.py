@@ -2,7 +2,7 @@
 likely out-of-memory kill afterwards.
 
 The agent's heartbeat carries each task's RSS and the memory its host still has available
-(:mod:`worker.host_memory`: psutil's ``available``, or less if a cgroup limit is closer). A task's
+(:mod:`worker.agent.host_memory`: psutil's ``available``, or less if a cgroup limit is closer). A task's
 *limit* is ``health.memory_limit_mib`` when set, else its RSS plus what is available (what it could
 still grow into). It is *high* when its RSS passes ``health.memory_warn_ratio`` of that limit. A task
 killed by a SIGKILL that tfcluster did not send while its memory was high is most likely the kernel's

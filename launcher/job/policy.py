@@ -1,7 +1,7 @@
 """The restart policy: a pure function of the attempts so far and the spec's ``restart`` section.
 
 It returns a :class:`Decision` that says what to do and why; the coordinator only carries it out and
-logs the reason. Tested with tables in ``tests/unit/test_policy.py``.
+logs the reason. Tested with tables in ``tests/unit/job/test_policy.py``.
 """
 
 from __future__ import annotations

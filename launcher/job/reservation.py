@@ -7,7 +7,7 @@ directory another run holds, or no free ports raise here with nothing started an
 taken so far let go. The coordinator runs from a :class:`Reservation` and releases it when the
 job ends. A run of this machine alone takes it before the job machinery is even imported, so
 that its first launch can go out at once (:mod:`launcher.cli.start`); this module imports only
-what reserving needs (``tests/unit/test_layers.py`` keeps the job loop out of it).
+what reserving needs (``tests/unit/project/test_layers.py`` keeps the job loop out of it).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from launcher.chief.lock import HolderRecord, held
 from launcher.plan.planner import Planner
 from launcher.plan.ports import PortAllocator
 from launcher.run.directory import RunDir
-from worker.tfconfig import TaskId
+from worker.wire.tfconfig import TaskId
 
 
 @dataclass

@@ -40,7 +40,7 @@ from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.run.stored_spec import STORED_SPEC_FORMAT
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
-from worker.tfconfig import TaskId
+from worker.wire.tfconfig import TaskId
 
 #: How ``job_failed`` says tfcluster itself was stopped (Ctrl-C, SIGTERM): such a job can resume.
 STOPPED_PREFIX = "tfcluster was stopped by "

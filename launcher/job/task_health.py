@@ -22,7 +22,7 @@ from launcher.job.straggler import StepRate, StragglerDetector, slowest
 from launcher.output.metrics import JobFigures, MetricsSink, Report
 from launcher.run.events import Event, JobHealth, TaskMemoryHigh, TaskStraggling
 from launcher.spec.model import HealthSpec
-from worker.protocol import Exited, Heartbeat, Progress, Started
+from worker.wire.protocol import Exited, Heartbeat, Progress, Started
 
 #: ``job_health`` is emitted at most this often (or every half straggler window if shorter).
 HEALTH_EVENT_INTERVAL_S = 5.0

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from launcher.plan.planner import TaskPlan
-from worker.tfconfig import TRAINING_TYPES
+from worker.wire.tfconfig import TRAINING_TYPES
 
 
 class TaskState(str, Enum):

@@ -26,7 +26,7 @@ from launcher.errors import UsageError
 from launcher.run.directory import EVENTS_FILE, LOCK_FILE, SUMMARY_FILE
 from launcher.run.event_log import read_events
 from launcher.run.events import JOB_ENDS, EventType
-from worker.tfconfig import TaskId, TFConfigError, task_order
+from worker.wire.tfconfig import TaskId, TFConfigError, task_order
 
 _ATTEMPT_DIR = re.compile(r"^attempt-(\d+)$")
 #: ``logs -f`` looks for new lines this often.

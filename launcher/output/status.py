@@ -16,7 +16,7 @@ from typing import Any
 
 from launcher.output.console import Console
 from launcher.run.events import EventType
-from worker.tfconfig import TASK_TYPES, TaskId, TFConfigError, task_order
+from worker.wire.tfconfig import TASK_TYPES, TaskId, TFConfigError, task_order
 
 PLAIN_PROGRESS_INTERVAL_S = 10.0
 _RATE_WINDOW_S = 5.0

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from launcher.run.directory import RunDir
-from worker.tfconfig import TaskId
+from worker.wire.tfconfig import TaskId
 
 
 class TaskLogs:

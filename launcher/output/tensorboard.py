@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from worker.tfconfig import TaskId, TFConfigError
+from worker.wire.tfconfig import TaskId, TFConfigError
 
 TENSORBOARD_DIR = "tensorboard"
 #: The run that holds job-level figures (steps/s).

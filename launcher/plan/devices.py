@@ -9,7 +9,7 @@ the next launch). Without ``gpus_per_task`` nothing is set: each task sees every
 from __future__ import annotations
 
 from launcher.spec.model import ClusterSpec
-from worker.tfconfig import TaskId
+from worker.wire.tfconfig import TaskId
 
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from launcher.spec.model import ClusterSpec
 from launcher.spec.rules import TaskSlot
-from worker.tfconfig import EVALUATOR, TaskId
+from worker.wire.tfconfig import EVALUATOR, TaskId
 
 #: Interpreter used on remote hosts when the spec does not name one.
 REMOTE_PYTHON = "python3"

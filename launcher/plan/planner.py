@@ -25,9 +25,9 @@ from launcher.plan.placement import (
     needs_port,
 )
 from launcher.spec.model import ClusterSpec
-from worker import env
-from worker.protocol import Launch, TaskLaunch
-from worker.tfconfig import TaskId, TFConfig, build_cluster, checkpoint_writer, task_order
+from worker.wire import env
+from worker.wire.protocol import Launch, TaskLaunch
+from worker.wire.tfconfig import TaskId, TFConfig, build_cluster, checkpoint_writer, task_order
 
 
 class PlanError(TfclusterError):
@@ -183,12 +183,12 @@ def remote_process_table(run_dir: str, host: str) -> str:
 
 
 def entrypoint_argv(spec: ClusterSpec, python: str) -> tuple[str, ...]:
-    """Python entrypoints run under ``worker.bootstrap`` (traceback capture, stack dumps)."""
+    """Python entrypoints run under ``worker.runtime.bootstrap`` (traceback capture, stack dumps)."""
     entry = spec.entrypoint
     if entry.module is not None:
-        return (python, "-m", "worker.bootstrap", "-m", entry.module, *entry.args)
+        return (python, "-m", "worker.runtime.bootstrap", "-m", entry.module, *entry.args)
     if entry.script is not None:
-        return (python, "-m", "worker.bootstrap", entry.script, *entry.args)
+        return (python, "-m", "worker.runtime.bootstrap", entry.script, *entry.args)
     command = list(entry.command or [])
     return (*command, *entry.args)
 

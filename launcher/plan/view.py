@@ -16,7 +16,7 @@ from launcher.plan.placement import SSH_PORT
 from launcher.plan.planner import LaunchPlan
 from launcher.plan.secrets import masked, redact_argv
 from launcher.spec.model import ClusterSpec, HealthSpec
-from worker import env
+from worker.wire import env
 
 _SHOWN_APART = {env.TF_CONFIG}
 

@@ -2,8 +2,9 @@
 
 It runs as ``PYTHON -c PROBE REQUEST`` with the tasks' interpreter in their workdir, exactly where
 the agent would run, and prints one tagged JSON line: Python's version, whether ``import worker``
-gives tfcluster's worker package (a user's own ``worker.py`` in the workdir would shadow it) and
-which tfcluster version that is, the installed TensorFlow distribution's version (from package
+gives tfcluster's worker package (taking the workdir off ``sys.path`` first, as the agent and the
+tasks do, so that a user's own ``worker.py`` there does not stand in for it) and which tfcluster
+version that is, the installed TensorFlow distribution's version (from package
 metadata: importing TensorFlow would take seconds), which of the host's task ports are taken
 (bound the way gRPC binds them), its GPUs (:mod:`launcher.preflight.gpus`) and, on engines whose
 hosts share the checkpoint dir, whether the chief can write a marker there and every other host
@@ -19,6 +20,7 @@ from typing import Literal
 
 from launcher.plan.planner import HostPlan
 from launcher.preflight.gpus import GPU_PROBE
+from worker.wire.module_start import CWD_RULE
 
 #: Lowest Python the worker package supports.
 MIN_PYTHON = (3, 10)
@@ -28,8 +30,9 @@ PROBE_TAG = "TFCLUSTER-PREFLIGHT "
 MARKER_PREFIX = ".tfcluster-preflight-"
 
 #: Written for any Python 3 (no f-strings) so that an old interpreter is reported rather than
-#: failing obscurely.
-PROBE = r"""
+#: failing obscurely. It first takes the workdir off ``sys.path`` as the agent and the tasks do
+#: (``CWD_RULE``), so that it finds the ``worker`` they will import.
+PROBE = CWD_RULE + r"""
 import json, os, socket, sys
 request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable}

@@ -28,7 +28,7 @@ from typing import Any
 
 from launcher.errors import TfclusterError
 from launcher.layout import AGENTS_DIR
-from worker.tfconfig import TaskId
+from worker.wire.tfconfig import TaskId
 
 EVENTS_FILE = "events.jsonl"
 SUMMARY_FILE = "summary.json"

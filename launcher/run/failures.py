@@ -24,8 +24,8 @@ from typing import Any
 from launcher.plan.secrets import redact_text
 from launcher.run.from_json import RecordError, convert
 from launcher.run.noise import explains_nothing
-from worker.env import PREEMPTION_EXIT_CODE, TF_RESTART_EXIT_CODE
-from worker.protocol import Exited
+from worker.wire.env import PREEMPTION_EXIT_CODE, TF_RESTART_EXIT_CODE
+from worker.wire.protocol import Exited
 
 
 class FailureKind(str, Enum):

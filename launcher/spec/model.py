@@ -54,8 +54,8 @@ from launcher.spec.rules import (
     is_local,
     tf_config_size,
 )
-from worker.env import PREEMPTION_EXIT_CODE, TF_CONFIG, TF_RESTART_EXIT_CODE
-from worker.tfconfig import checkpoint_writer
+from worker.wire.env import PREEMPTION_EXIT_CODE, TF_CONFIG, TF_RESTART_EXIT_CODE
+from worker.wire.tfconfig import checkpoint_writer
 
 #: Env var names tfcluster sets itself, so a spec may not set them.
 RESERVED_ENV_PREFIX = "TFCLUSTER_"
@@ -306,7 +306,7 @@ class ClusterSpec(BaseModel):
     #: Place the tasks on a Slurm allocation's nodes instead of on named hosts.
     slurm: SlurmPlacement | None = None
     resources: ResourcesSpec | None = None  # GPUs per task (launcher.spec.resources)
-    #: How many of a host's tasks may be in their start-up at once (worker.startup_pacing);
+    #: How many of a host's tasks may be in their start-up at once (worker.agent.startup_pacing);
     #: null: as many as the host has CPUs; 0: all at once.
     startup_concurrency: Annotated[int, Field(strict=True, ge=0)] | None = None
 
@@ -355,7 +355,7 @@ class ClusterSpec(BaseModel):
         return self
 
     def _chief_host(self) -> str | None:
-        """Host of the task that writes checkpoints (:func:`worker.tfconfig.checkpoint_writer`)."""
+        """Host of the task that writes checkpoints (:func:`worker.wire.tfconfig.checkpoint_writer`)."""
         slots = self.task_slots()
         writer = checkpoint_writer(s.task for s in slots)
         return next((s.host for s in slots if s.task == writer), None)

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from launcher.spec.errors import SpecProblem
 from launcher.spec.limits import MAX_ARG_BYTES, MAX_TASKS, TASK_LIMIT_REASON
-from worker.tfconfig import CHIEF, EVALUATOR, WORKER, TaskId
+from worker.wire.tfconfig import CHIEF, EVALUATOR, WORKER, TaskId
 
 
 class TaskGroupSpec(Protocol):

@@ -7,7 +7,7 @@ a :class:`~launcher.plan.ports.PortAllocator`), starts one agent per host of the
 every handle, so that :meth:`Rig.cleanup` ends them all even when a test failed. Every task of
 a real engine carries :data:`MARK_VAR` in its environment (the spec's ``env``), which is how its
 processes are found on this machine, whichever engine started them. The fake engine's processes
-are its simulated world's (:mod:`tests.fake_backend`), whose time only moves while a test waits.
+are its simulated world's (:mod:`tests.support.fake_backend`), whose time only moves while a test waits.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from launcher.plan.planner import HostPlan, LaunchPlan, Planner
 from launcher.plan.ports import PortAllocator
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
-from tests import procs
-from worker.protocol import Message
+from tests.support import procs
+from worker.wire.protocol import Message
 
 #: In the environment of every task of a rig's job (not ``TFCLUSTER_*``: tfcluster strips those).
 MARK_VAR = "TFC_CONTRACT_MARK"

@@ -22,16 +22,16 @@ from launcher.backends.local.transport import LocalAgentHandle
 from launcher.plan.ports import port_is_free
 from launcher.spec.model import ClusterSpec
 from tests.contract.harness import LINE, Job, Program, Rig
-from tests.fake_backend import FakeAgent, FakeBackend, FakeWorld, SimClock, SimInbox, TaskScript
-from tests.jobs import REPO
 from tests.slurm.cluster import TOKEN_VAR, SlurmCluster
 from tests.ssh.remote import SSH_HOST, SSH_MARK_VAR, SshSetup, ssh_host_entry
 from tests.ssh.sshd import free_port
+from tests.support.fake_backend import FakeAgent, FakeBackend, FakeWorld, SimClock, SimInbox, TaskScript
+from tests.support.jobs import REPO
 
 
 class FakeRig(Rig):
     """The fake engine: two hosts that exist only in the simulation; a test's waits move its
-    clock (see :class:`~tests.fake_backend.SimInbox`)."""
+    clock (see :class:`~tests.support.fake_backend.SimInbox`)."""
 
     name = "fake"
 

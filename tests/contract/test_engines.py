@@ -24,7 +24,7 @@ from launcher.backends.base import AgentEvent
 from launcher.plan.placement import Placement
 from launcher.spec.model import ClusterSpec
 from tests.contract.harness import CLOSE_S, LINE, Job, Past, Program, Rig, closings, messages
-from worker.protocol import Exited, Output, Started, Terminate, Terminated
+from worker.wire.protocol import Exited, Output, Started, Terminate, Terminated
 
 pytestmark = pytest.mark.timeout(90)
 

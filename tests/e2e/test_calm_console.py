@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from launcher.run.noise import hidden_by_default, is_startup_noise
-from tests import procs
 from tests.e2e.tfjobs import JOB_TIMEOUT_S, TEST_TIMEOUT_S, requires_tf
-from tests.jobs import MARK_VAR, REPO, processes_marked, read_events, wait_until_gone
+from tests.support import procs
+from tests.support.jobs import MARK_VAR, REPO, processes_marked, read_events, wait_until_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT_S), requires_tf]
 

@@ -24,8 +24,8 @@ from tests.e2e.tfjobs import (
     tf_job,
     wait_for_file,
 )
-from tests.jobs import REPO
-from worker.env import PREEMPTION_EXIT_CODE
+from tests.support.jobs import REPO
+from worker.wire.env import PREEMPTION_EXIT_CODE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT_S), requires_tf]
 

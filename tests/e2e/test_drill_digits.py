@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.tfjobs import requires_tf
-from tests.jobs import REPO, running, wait_until_gone
+from tests.support.jobs import REPO, running, wait_until_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600), requires_tf]
 

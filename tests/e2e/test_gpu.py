@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.tfjobs import TEST_TIMEOUT_S, finished, requires_tf, tf_job
-from tests.jobs import REPO, write_spec
+from tests.support.jobs import REPO, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT_S), requires_tf]
 

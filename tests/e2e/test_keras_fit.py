@@ -18,7 +18,7 @@ from tests.e2e.tfjobs import (
     tf_job,
     wait_for_file,
 )
-from tests.jobs import REPO, write_spec
+from tests.support.jobs import REPO, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT_S), requires_tf]
 

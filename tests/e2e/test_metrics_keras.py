@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.tfjobs import TEST_TIMEOUT_S, finished, requires_tf, tf_job
-from tests.jobs import REPO, write_spec
-from tests.tensorboard_files import scalars, tags
+from tests.support.jobs import REPO, write_spec
+from tests.support.tensorboard_files import scalars, tags
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT_S), requires_tf]
 

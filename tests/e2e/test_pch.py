@@ -27,8 +27,8 @@ from tests.e2e.tfjobs import (
     tf_job,
     wait_while_running,
 )
-from tests.jobs import REPO, Job, write_spec
-from worker.env import TF_RESTART_EXIT_CODE
+from tests.support.jobs import REPO, Job, write_spec
+from worker.wire.env import TF_RESTART_EXIT_CODE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT_S), requires_tf]
 

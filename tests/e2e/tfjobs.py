@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs import REPO, Event, Job, by, read_events, running, wait_until_gone
+from tests.support.jobs import REPO, Event, Job, by, read_events, running, wait_until_gone
 
 #: Per test: job start-up alone is ~5 s per TF process, and the host may be busy.
 TEST_TIMEOUT_S = 300

@@ -4,6 +4,7 @@ coordinator drives it: real processes, real signals."""
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 import subprocess
 import sys
@@ -16,8 +17,8 @@ from typing import TypeVar
 import psutil
 import pytest
 
-from tests.procs import alive, by_pid, wait_until_empty
-from worker.protocol import (
+from tests.support.procs import alive, by_pid, wait_until_empty
+from worker.wire.protocol import (
     DumpStacks,
     Exited,
     Launch,
@@ -32,6 +33,7 @@ from worker.protocol import (
     Terminated,
     decode_event,
 )
+from worker.wire.version import PROTOCOL_VERSION, TFCLUSTER_VERSION
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -152,7 +154,7 @@ def agent(launch: Launch) -> Iterator[AgentUnderTest]:
 def script_task(tmp_path: Path, name: str, code: str) -> TaskLaunch:
     script = tmp_path / f"{name}.py"
     script.write_text(code)
-    return TaskLaunch(task=name, argv=[sys.executable, "-m", "worker.bootstrap", str(script)],
+    return TaskLaunch(task=name, argv=[sys.executable, "-m", "worker.runtime.bootstrap", str(script)],
                       env={"PYTHONUNBUFFERED": "1"}, cwd=str(tmp_path))
 
 
@@ -249,7 +251,9 @@ def test_terminate_kills_a_task_that_ignores_sigterm_after_the_grace(tmp_path: P
 
 
 def test_a_bad_launch_message_is_reported_not_a_traceback() -> None:
-    proc = subprocess.run([sys.executable, "-m", "worker.agent"], input=b'{"type":"launch"}\n',
+    line = json.dumps({"type": "launch", "tfcluster_version": TFCLUSTER_VERSION,
+                       "protocol_version": PROTOCOL_VERSION}).encode() + b"\n"  # no job, no tasks
+    proc = subprocess.run([sys.executable, "-m", "worker.agent"], input=line,
                           capture_output=True, timeout=30, check=False)
     assert proc.returncode == 2
     assert b'"agent_error"' in proc.stdout and b"bad launch message" in proc.stdout

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from tests.integration.test_agent import AgentUnderTest, agent, wait_for
-from worker.protocol import Exited, Heartbeat, Launch, Output, Started, TaskLaunch
+from worker.wire.protocol import Exited, Heartbeat, Launch, Output, Started, TaskLaunch
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_agent import AgentUnderTest, agent, script_task
-from worker.protocol import (
+from worker.wire.protocol import (
     AgentError,
     Exited,
     Launch,
@@ -23,7 +23,7 @@ from worker.protocol import (
     Terminate,
     Terminated,
 )
-from worker.reporting import MAX_REPORT_LINE_BYTES, MAX_TRACEBACK_CHARS
+from worker.wire.reports import MAX_REPORT_LINE_BYTES, MAX_TRACEBACK_CHARS
 
 pytestmark = pytest.mark.timeout(60)
 

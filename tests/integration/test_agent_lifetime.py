@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from tests.integration.test_agent import SLEEP_WITH_CHILD, agent, script_task
-from worker.protocol import AgentError, Exited, Heartbeat, Launch, Output, Started, Terminate, Terminated
+from worker.wire.protocol import AgentError, Exited, Heartbeat, Launch, Output, Started, Terminate, Terminated
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from worker.outbox import OUTPUT_LIMIT_BYTES, ROUTINE_HOLD_S, WRITE_CHUNK_BYTES, Outbox
-from worker.protocol import Exited, Heartbeat, Message, Output, Progress, Started, decode_event
+from worker.agent.outbox import OUTPUT_LIMIT_BYTES, ROUTINE_HOLD_S, WRITE_CHUNK_BYTES, Outbox
+from worker.wire.protocol import Exited, Heartbeat, Message, Output, Progress, Started, decode_event
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -130,7 +130,7 @@ def test_a_reader_that_is_gone_breaks_nothing(pipe: tuple[int, int]) -> None:
 
 
 class Clock:
-    """``time.monotonic`` (which :mod:`worker.outbox` reads), moved by the test."""
+    """``time.monotonic`` (which :mod:`worker.agent.outbox` reads), moved by the test."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -142,7 +142,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(time, "monotonic", fake)  # worker.outbox reads it as time.monotonic()
+    monkeypatch.setattr(time, "monotonic", fake)  # worker.agent.outbox reads it as time.monotonic()
     return fake
 
 

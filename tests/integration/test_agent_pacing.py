@@ -1,4 +1,4 @@
-"""Start-up pacing in the real agent (worker.startup_pacing, worker.task_starts): how many of its
+"""Start-up pacing in the real agent (worker.agent.startup_pacing, worker.agent.task_starts): how many of its
 tasks start at once, and what frees a start-up slot, with real processes."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_agent import AgentUnderTest, M, agent, wait_for
-from worker.protocol import Launch, Output, Started, TaskLaunch, Terminate, Terminated
-from worker.startup_pacing import HOLD_S, is_busy
+from worker.agent.startup_pacing import HOLD_S, is_busy
+from worker.wire.protocol import Launch, Output, Started, TaskLaunch, Terminate, Terminated
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_agent import agent, script_task
-from worker.protocol import (
+from worker.wire.protocol import (
     DumpStacks,
     Exited,
     Launch,

@@ -18,10 +18,10 @@ import psutil
 import pytest
 
 from tests.integration.test_agent import agent, gone, wait_for
-from tests.procs import alive, kill_all, wait_until_empty
-from worker.process_identity import ProcStat, read_stat
-from worker.process_table import ProcessTableError, kill_recorded, read_table, write_table
-from worker.protocol import Launch, Started, TaskLaunch
+from tests.support.procs import alive, kill_all, wait_until_empty
+from worker.wire.process_identity import ProcStat, read_stat
+from worker.wire.process_table import ProcessTableError, kill_recorded, read_table, write_table
+from worker.wire.protocol import Launch, Started, TaskLaunch
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,7 +9,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.jobs import by, fake_spec, running, write_spec
+from tests.support.jobs import by, fake_spec, running, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 

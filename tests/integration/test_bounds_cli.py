@@ -14,7 +14,7 @@ import pytest
 
 from launcher.run.failures import EVIDENCE_LINE_CHARS, EVIDENCE_STDERR_LINES, STORED_STDERR_CHARS
 from launcher.spec.limits import MAX_TASKS
-from tests.jobs import REPO, running, wait_until_gone
+from tests.support.jobs import REPO, running, wait_until_gone
 
 #: Longest a test waits for a CLI that must answer at once.
 CLI_TIMEOUT_S = 60

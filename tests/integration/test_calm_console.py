@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs import running, wait_until_gone, write_spec
+from tests.support.jobs import running, wait_until_gone, write_spec
 
 pytestmark = pytest.mark.timeout(90)
 

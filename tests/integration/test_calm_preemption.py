@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.jobs import REPO
+from tests.support.jobs import REPO
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs import REPO
+from tests.support.jobs import REPO
 
 SPECS = sorted((REPO / "cluster_specs").glob("*.yaml"))
 
@@ -73,7 +73,7 @@ def test_plan_json_is_what_run_would_start() -> None:
         assert task["tf_config"]["cluster"] == cluster
         assert json.loads(task["env"]["TF_CONFIG"]) == task["tf_config"]
         assert task["env"]["TFCLUSTER_TASK"] == name
-        assert task["argv"][1:5] == ["-m", "worker.bootstrap", "-m", "worker.examples.digits"]
+        assert task["argv"][1:5] == ["-m", "worker.runtime.bootstrap", "-m", "worker.examples.digits"]
     ports = [t["port"] for t in tasks.values()]
     assert len(set(ports)) == 3
 
@@ -96,7 +96,7 @@ def test_help_works_for_every_verb(verb: str) -> None:
 
 def test_the_coordinator_never_imports_tensorflow() -> None:
     code = ("import sys, launcher.cli.main, launcher.job.coordinator, launcher.backends.local, "
-            "launcher.plan.planner, worker, worker.agent, worker.bootstrap, worker.checkpointing; "
+            "launcher.plan.planner, worker, worker.agent, worker.runtime.bootstrap, worker.checkpointing; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')]; "
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.jobs import REPO, Job, running, wait_until_gone
+from tests.support.jobs import REPO, Job, running, wait_until_gone
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.jobs import REPO, Job, running, wait_until_gone
+from tests.support.jobs import REPO, Job, running, wait_until_gone
 
 DRILLS = REPO / "cluster_specs" / "drills"
 

@@ -23,9 +23,9 @@ from launcher.errors import AgentStartError
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
 from tests.integration.test_agent import wait_for
-from tests.jobs import Job, wait_until_gone
-from tests.procs import alive, by_pid, wait_until_empty
-from worker.protocol import AgentError, Exited, Message, Started
+from tests.support.jobs import Job, wait_until_gone
+from tests.support.procs import alive, by_pid, wait_until_empty
+from worker.wire.protocol import AgentError, Exited, Message, Started
 
 pytestmark = pytest.mark.timeout(60)
 

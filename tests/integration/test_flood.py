@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.flood import check, flood_entrypoint, watch
-from tests.jobs import fake_spec, running, write_spec
+from tests.support.flood import check, flood_entrypoint, watch
+from tests.support.jobs import fake_spec, running, write_spec
 
 
 @pytest.mark.timeout(120)

@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.jobs import Job, by, fake_spec, read_events, running, wait_until_gone, write_spec
+from tests.support.jobs import Job, by, fake_spec, read_events, running, wait_until_gone, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -243,8 +243,8 @@ def fill(directory: Path) -> None:
 
 def test_a_disk_that_fills_up_mid_job_stops_every_task_with_one_line(tmp_path: Path) -> None:
     """ENOSPC from a real full disk: the run dir is a 2 MiB tmpfs, filled once the job runs (root
-    only; tests/unit/test_guard_job_loop.py covers the same with /dev/full everywhere). The CLI's
-    own output goes beside it (tests.jobs.Job), off the full disk."""
+    only; tests/unit/job/test_guard_job_loop.py covers the same with /dev/full everywhere). The CLI's
+    own output goes beside it (tests.support.jobs.Job), off the full disk."""
     disk = tmp_path / "small"
     with tmpfs(disk, "size=2m") as mounted:
         if not mounted:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs import by, fake_spec, read_events, running, wait_until_gone, write_spec
+from tests.support.jobs import by, fake_spec, read_events, running, wait_until_gone, write_spec
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -110,7 +110,7 @@ def test_an_uncaught_exception_shows_the_traceback_as_root_cause(tmp_path: Path)
     cause = read_events(run_dir)[-1]["root_cause"]
     assert cause["task"] == "worker:0"
     assert "RuntimeError: fake_trainer: simulated crash" in cause["traceback"]
-    assert "worker/bootstrap.py" not in cause["traceback"]  # launcher frames are hidden
+    assert "worker/runtime/bootstrap.py" not in cause["traceback"]  # launcher frames are hidden
     assert "fake_trainer.py" in cause["traceback"]
     assert "RuntimeError: fake_trainer: simulated crash" in job.stderr
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs import REPO, by, running, write_spec
+from tests.support.jobs import REPO, by, running, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 

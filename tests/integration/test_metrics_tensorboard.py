@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs import REPO, fake_spec, running, write_spec
-from tests.tensorboard_files import scalars, tags, timed_scalars
+from tests.support.jobs import REPO, fake_spec, running, write_spec
+from tests.support.tensorboard_files import scalars, tags, timed_scalars
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,7 +35,7 @@ def test_a_restarted_job_is_one_continuous_curve_per_task(tmp_path: Path) -> Non
     for task in ("chief:0", "worker:0", "worker:1"):
         mine = [(r["attempt"], r["step"]) for r in lines if r["task"] == task]
         # both attempts' reports are kept, each attempt's in order (under load the agent may send
-        # only the newest of two reports that queued up: worker.outbox), the first of attempt 1
+        # only the newest of two reports that queued up: worker.agent.outbox), the first of attempt 1
         # at the resume point and the last at the end
         for attempt in (0, 1):
             steps = [s for a, s in mine if a == attempt]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs import (
+from tests.support.jobs import (
     Job,
     by,
     fake_spec,

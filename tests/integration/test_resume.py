@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests import procs
-from tests.jobs import (
+from tests.support import procs
+from tests.support.jobs import (
     FAKE_TRAINER,
     Job,
     by,

@@ -1,4 +1,4 @@
-"""A task started by a warm spare cannot tell it from a cold ``python -m worker.bootstrap`` start.
+"""A task started by a warm spare cannot tell it from a cold ``python -m worker.runtime.bootstrap`` start.
 
 Each entrypoint here (one tiny script, run as a module and as a script) writes down what it sees
 into ``observed.json`` in its cwd and then does one thing (exit, raise, report, wait). It is run
@@ -29,9 +29,9 @@ from tests.integration.test_spare_support import (
     start_cold,
     start_warm,
 )
-from worker.protocol import TaskLaunch
-from worker.spare_pool import SparePool
-from worker.task_process import STDERR, STDOUT
+from worker.agent.spares.pool import SparePool
+from worker.agent.task_process import STDERR, STDOUT
+from worker.wire.protocol import TaskLaunch
 
 __all__ = ["nothing_left", "pool"]  # fixtures
 
@@ -136,7 +136,7 @@ class Entry:
                                             "task": {"type": "worker", "index": 0}}),
                    "TFCLUSTER_TASK": "worker:0", "TFCLUSTER_ATTEMPT": str(attempt), **env}
         return TaskLaunch(task="worker:0",
-                          argv=[sys.executable, "-m", "worker.bootstrap", *self.entry_argv, action],
+                          argv=[sys.executable, "-m", "worker.runtime.bootstrap", *self.entry_argv, action],
                           env=overlay, cwd=str(self.workdir))
 
 
@@ -226,8 +226,8 @@ def test_signal_dispositions_are_those_of_a_fresh_interpreter(pair: Pair) -> Non
     assert pair.warm_seen["signals"] == pair.cold_seen["signals"]
     assert pair.warm_seen["signals"][str(int(signal.SIGTERM))] == "SIG_DFL"
     assert "default_int_handler" in pair.warm_seen["signals"][str(int(signal.SIGINT))]
-    # a drill's crash fault raises in a warm task as in a cold one (worker.crash)
-    assert pair.warm_seen["signals"][str(int(signal.SIGPWR))] == "worker.crash._raise"
+    # a drill's crash fault raises in a warm task as in a cold one (worker.runtime.crash)
+    assert pair.warm_seen["signals"][str(int(signal.SIGPWR))] == "worker.runtime.crash._raise"
     assert pair.warm_seen["sigmasks"] == pair.cold_seen["sigmasks"]  # as the kernel has them
 
 
@@ -299,13 +299,14 @@ def _stack_dump(run: Run) -> list[str]:
     """SIGUSR1 once it waits; the frames it dumps, launcher frames left out, thread ids masked."""
     run.wait_for(STDOUT, b"waiting\n")
     run.signal(signal.SIGUSR1)
-    run.wait_for(STDERR, b"in _run_module_as_main")  # the outermost frame: the dump is whole
+    # the outermost frame, the ``python -c`` line of worker.wire.module_start: the dump is whole
+    run.wait_for(STDERR, b'File "<string>", line 1 in <module>')
     run.kill()
     lines = bytes(run.data[STDERR]).decode().splitlines()
     start = next(i for i, line in enumerate(lines) if "(most recent call first)" in line)
     return [re.sub(r"0x[0-9a-f]+", "0x?", line) for line in lines[start:]
-            if "/worker/bootstrap.py" not in line and "/worker/spare.py" not in line
-            and "/worker/task_entry.py" not in line]
+            if "/worker/runtime/bootstrap.py" not in line and "/worker/runtime/spare.py" not in line
+            and "/worker/runtime/task_entry.py" not in line]
 
 
 @pytest.mark.parametrize("form", ["module", "script"])

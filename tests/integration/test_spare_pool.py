@@ -24,10 +24,10 @@ from tests.integration.test_spare_support import (
     start_warm,
     wait_settled,
 )
-from worker import import_time_env
-from worker.protocol import TaskLaunch
-from worker.spare_pool import NoSpare, Spare, SpareLaunchError, SparePool, SpareState
-from worker.task_process import SpawnError, TaskProcess
+from worker.agent.spares import import_env
+from worker.agent.spares.pool import NoSpare, Spare, SpareLaunchError, SparePool, SpareState
+from worker.agent.task_process import SpawnError, TaskProcess
+from worker.wire.protocol import TaskLaunch
 
 __all__ = ["nothing_left", "pool"]  # fixtures
 
@@ -40,7 +40,7 @@ def task_in(tmp_path: Path, code: str = "print('hello', flush=True)\n", name: st
             **env: str) -> TaskLaunch:
     script = tmp_path / f"task-{name.replace(':', '-')}.py"
     script.write_text(code)
-    return TaskLaunch(task=name, argv=[sys.executable, "-m", "worker.bootstrap", str(script)],
+    return TaskLaunch(task=name, argv=[sys.executable, "-m", "worker.runtime.bootstrap", str(script)],
                       env=env, cwd=str(tmp_path))
 
 
@@ -86,10 +86,10 @@ def test_the_import_time_env_is_one_named_list() -> None:
                  "CUDA_VISIBLE_DEVICES", "TF_USE_LEGACY_KERAS", "OMP_NUM_THREADS",
                  "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "PYTHONHASHSEED",
                  "PYTHONPATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "MALLOC_ARENA_MAX", "LC_ALL"):
-        assert import_time_env.is_import_time(name), name
+        assert import_env.is_import_time(name), name
     for name in ("TF_CONFIG", "TFCLUSTER_ATTEMPT", "TFCLUSTER_RESUME_CHECKPOINT", "DATA_DIR"):
-        assert not import_time_env.is_import_time(name), name
-    assert import_time_env.differences({"OMP_NUM_THREADS": "1", "TF_CONFIG": "a", "X": "1"},
+        assert not import_env.is_import_time(name), name
+    assert import_env.differences({"OMP_NUM_THREADS": "1", "TF_CONFIG": "a", "X": "1"},
                                        {"TF_CONFIG": "b"}) == ["OMP_NUM_THREADS"]
 
 
@@ -137,10 +137,10 @@ def test_a_task_that_is_not_bootstrapped_gets_no_spare(tmp_path: Path, pool: Poo
                          cwd=str(tmp_path))
     events = pool[0].fill([command], ["json"])
     assert [e.text for e in events] == ["no spare: it is not started as "
-                                        "`python -m worker.bootstrap ...`"]
+                                        "`python -m worker.runtime.bootstrap ...`"]
     assert pool[0].fill([command], ["json"]) == []  # said once
     got = pool[0].take(command)
-    assert isinstance(got, NoSpare) and "not started as `python -m worker.bootstrap" in got.reason
+    assert isinstance(got, NoSpare) and "not started as `python -m worker.runtime.bootstrap" in got.reason
 
 
 # --- broken spares fall back to a cold start ---------------------------------------------------

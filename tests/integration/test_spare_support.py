@@ -18,9 +18,9 @@ from typing import Any
 import psutil
 import pytest
 
-from worker.protocol import TaskLaunch
-from worker.spare_pool import NoSpare, SparePool, SpareState
-from worker.task_process import REPORT, STDERR, STDOUT, TaskProcess
+from worker.agent.spares.pool import NoSpare, SparePool, SpareState
+from worker.agent.task_process import REPORT, STDERR, STDOUT, TaskProcess
+from worker.wire.protocol import TaskLaunch
 
 #: How long anything here may take before the test fails (nothing waits this long when all is well).
 DEADLINE_S = 20.0

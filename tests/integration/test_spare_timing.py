@@ -16,9 +16,9 @@ from tests.integration.test_spare_support import (
     start_warm,
     wait_settled,
 )
-from worker.protocol import TaskLaunch
-from worker.spare_pool import SparePool, SpareState
-from worker.task_process import STDOUT
+from worker.agent.spares.pool import SparePool, SpareState
+from worker.agent.task_process import STDOUT
+from worker.wire.protocol import TaskLaunch
 
 __all__ = ["nothing_left", "pool"]  # fixtures
 
@@ -34,7 +34,7 @@ def test_a_spare_that_preloaded_a_slow_import_starts_the_task_at_once(
     (tmp_path / "slow_mod.py").write_text(SLOW)
     (tmp_path / "entry_mod.py").write_text(ENTRY)
     task = TaskLaunch(task="worker:0",
-                      argv=[sys.executable, "-m", "worker.bootstrap", "-m", "entry_mod"],
+                      argv=[sys.executable, "-m", "worker.runtime.bootstrap", "-m", "entry_mod"],
                       env={}, cwd=str(tmp_path))
 
     started = time.monotonic()

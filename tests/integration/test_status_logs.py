@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs import REPO, by, fake_spec, running, write_spec
+from tests.support.jobs import REPO, by, fake_spec, running, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import supervision as sv
-from tests.jobs import by, fake_spec, running, write_spec
+from tests.support import supervision as sv
+from tests.support.jobs import by, fake_spec, running, write_spec
 
 
 @pytest.mark.timeout(90)

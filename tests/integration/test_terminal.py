@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import jobs, procs
+from tests.support import jobs, procs
 
 #: Prints numbered ~200-byte lines at about 400 KB/s (within the agent's per-task output budget,
 #: so every line reaches the coordinator) for a while, then exits 0.

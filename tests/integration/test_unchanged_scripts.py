@@ -24,10 +24,10 @@ from launcher.run.failures import FailureKind, TaskFailure
 from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.run.summary import recovery, restart_from
 from launcher.spec.model import HealthSpec
-from tests.fake_backend import TaskScript
-from tests.jobs import by, read_events, running, wait_until_gone, write_spec
-from tests.unit.test_job_loop import run as sim_run
-from tests.unit.test_job_loop import spec as sim_spec
+from tests.support.fake_backend import TaskScript
+from tests.support.jobs import by, read_events, running, wait_until_gone, write_spec
+from tests.unit.job.test_job_loop import run as sim_run
+from tests.unit.job.test_job_loop import spec as sim_spec
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs import by, fake_spec, running, wait_until_gone, write_spec
+from tests.support.jobs import by, fake_spec, running, wait_until_gone, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -50,7 +50,7 @@ from typing import IO, Any, Protocol
 import psutil
 import yaml
 
-from tests.procs import alive, by_pid, kill_all, wait_until_empty
+from tests.support.procs import alive, by_pid, kill_all, wait_until_empty
 
 SSHD = "/usr/sbin/sshd"
 SSH_PORT = 22

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.tfjobs import TEST_TIMEOUT_S, finished, requires_tf, tf_job
-from tests.jobs import (
+from tests.netns.hosts import NetnsHostsFactory
+from tests.support.jobs import (
     FAKE_TRAINER,
     REPO,
     by,
@@ -17,7 +18,6 @@ from tests.jobs import (
     wait_until_gone,
     write_spec,
 )
-from tests.netns.hosts import NetnsHostsFactory
 
 pytestmark = [pytest.mark.netns]
 

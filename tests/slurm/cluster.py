@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests import procs
+from tests.support import procs
 
 TOKEN_VAR = "TFC_SLURM_TEST"
 DAEMONS = ("munged", "slurmctld", "slurmd")

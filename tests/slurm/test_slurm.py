@@ -18,9 +18,10 @@ import psutil
 import pytest
 import yaml
 
-from tests import procs
-from tests.jobs import FAKE_TRAINER, REPO, read_events
 from tests.slurm.cluster import TOKEN_VAR, SlurmCluster
+from tests.support import procs
+from tests.support.jobs import FAKE_TRAINER, REPO, read_events
+from worker.wire.module_start import START_CODE
 from worker.wire.version import TFCLUSTER_VERSION
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(120)]
@@ -117,7 +118,7 @@ def test_plan_shows_nodes_tf_config_and_srun_lines(slurm: SlurmCluster, tmp_path
         assert f"host {node} (slurm node at 127.0.0.1, a job step)" in out
         assert (f"    srun --nodes=1 --ntasks=1 --nodelist={node} --overlap --kill-on-bad-exit=1 "
                 f"--input=all --quiet --job-name=tfcluster-plan --chdir={REPO} {sys.executable} "
-                "-m worker.agent") in out
+                f"-c {START_CODE} -m worker.agent") in out
 
 
 def test_a_task_killed_on_one_node_restarts_the_whole_job_from_the_checkpoint(

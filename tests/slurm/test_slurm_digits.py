@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from tests.e2e.tfjobs import requires_tf
-from tests.jobs import REPO, read_events
 from tests.slurm.cluster import SlurmCluster
+from tests.support.jobs import REPO, read_events
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.timeout(300), requires_tf]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.procs import wait_until_empty
 from tests.ssh.remote import SshSetup, processes_with
 from tests.ssh.sshd import Sshd, SshdUnavailableError, generate_key, start_sshd
+from tests.support.procs import wait_until_empty
 
 
 @pytest.fixture(scope="session")

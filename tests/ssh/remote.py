@@ -11,9 +11,9 @@ from typing import Any
 
 import psutil
 
-from tests.jobs import REPO, fake_spec
-from tests.procs import wait_until_empty, with_env
 from tests.ssh.sshd import Sshd, free_port
+from tests.support.jobs import REPO, fake_spec
+from tests.support.procs import wait_until_empty, with_env
 
 SSH_HOST = "ssh-local"
 SSH_MARK_VAR = "SSH_TEST_MARK"

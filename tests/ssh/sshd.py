@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.procs import alive, kill_all, wait_until_empty
+from tests.support.procs import alive, kill_all, wait_until_empty
 
 SSHD = "/usr/sbin/sshd"
 HOST = "127.0.0.1"

@@ -15,7 +15,8 @@ from launcher.backends.agent_command import (
     launch_for_agent,
     remote_path,
 )
-from worker.protocol import Launch, TaskLaunch
+from worker.wire.module_start import START_CODE
+from worker.wire.protocol import Launch, TaskLaunch
 
 HOSTILE = ["$(touch {p})", "`touch {p}`", "; touch {p}", "x' ; touch {p} ; '", "a\"b $HOME",
            "-rf", "with space", "new\nline && touch {p}", "~/x"]
@@ -25,7 +26,8 @@ HOSTILE = ["$(touch {p})", "`touch {p}`", "; touch {p}", "x' ; touch {p} ; '", "
 def test_every_piece_of_the_agent_command_is_one_quoted_word(raw: str, tmp_path: Path) -> None:
     value = raw.format(p=tmp_path / "pwned")
     command = agent_command(workdir=value, python=value)
-    assert shlex.split(command) == ["cd", value, "&&", "exec", value, "-m", "worker.agent"]
+    assert shlex.split(command) == ["cd", value, "&&", "exec", value, "-c", START_CODE, "-m",
+                                    "worker.agent"]
 
 
 @pytest.mark.parametrize("raw", HOSTILE)

@@ -23,7 +23,6 @@ from launcher.ssh.errors import (
     UnknownHostKeyError,
     UnreachableError,
 )
-from tests.procs import wait_until_empty
 from tests.ssh.remote import SSH_HOST
 from tests.ssh.sshd import (
     HOST,
@@ -33,6 +32,7 @@ from tests.ssh.sshd import (
     openssh_fingerprint,
     start_sshd,
 )
+from tests.support.procs import wait_until_empty
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(60)]
 

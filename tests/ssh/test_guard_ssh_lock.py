@@ -17,9 +17,9 @@ from launcher.spec.loading import spec_from_dict
 from launcher.ssh.config import SshHost
 from launcher.ssh.connector import SshConnector
 from launcher.ssh.sftp import remote_checkpoint_fs
-from tests.jobs import running, write_spec
-from tests.planning import named_planner
 from tests.ssh.remote import SshSetup
+from tests.support.jobs import running, write_spec
+from tests.support.planning import named_planner
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(90)]
 

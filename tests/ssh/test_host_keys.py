@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs import running, write_spec
 from tests.ssh.remote import SSH_HOST, ssh_spec
 from tests.ssh.sshd import Sshd, generate_key, openssh_fingerprint
+from tests.support.jobs import running, write_spec
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(90)]
 

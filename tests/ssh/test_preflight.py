@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs import REPO, write_spec
 from tests.ssh.remote import SSH_HOST, SshSetup, ssh_host_entry, ssh_spec
 from tests.ssh.sshd import HOST, Sshd, free_port, generate_key
+from tests.support.jobs import REPO, write_spec
+from worker.wire.module_start import MARKER
 from worker.wire.version import TFCLUSTER_VERSION
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(60)]
@@ -133,8 +134,9 @@ def test_a_ready_cluster_passes_and_checkpoint_and_ports_are_checked(
 def test_a_host_with_another_tfcluster_is_named_with_both_versions_and_the_fix(
         tmp_path: Path, ssh: SshSetup) -> None:
     other = tmp_path / "other-checkout"
-    (other / "worker").mkdir(parents=True)
+    (other / "worker" / "wire").mkdir(parents=True)  # with the mark of tfcluster's own worker
     (other / "worker" / "__init__.py").write_text('__version__ = "0.0.0+other"\n')
+    (other / MARKER).write_text("")
     spec = ssh.spec("other")
     spec["workdir"] = str(other)
     result, _ = preflight(write_spec(tmp_path, spec))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.flood import check, flood_entrypoint, watch
-from tests.jobs import running, write_spec
 from tests.ssh.remote import SshSetup
+from tests.support.flood import check, flood_entrypoint, watch
+from tests.support.jobs import running, write_spec
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(120)]
 

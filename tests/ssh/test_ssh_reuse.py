@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_agent_reuse import NOTE_PARENT, assert_one_agent_served_four_attempts
-from tests.jobs import running, write_spec
 from tests.ssh.remote import SSH_HOST, SshSetup
+from tests.support.jobs import running, write_spec
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(120)]
 

@@ -22,11 +22,11 @@ from launcher.backends.ssh.agent import SshTransport
 from launcher.plan.planner import HostPlan, TaskPlan
 from launcher.ssh.config import SshHost
 from launcher.ssh.errors import RemoteCommandError
-from tests.jobs import REPO, by, fake_spec, read_events, running, write_spec
 from tests.ssh.remote import SSH_HOST, SshSetup, processes_with, ssh_spec, wait_marked_gone
 from tests.ssh.sshd import Sshd
-from worker.protocol import Launch, TaskLaunch
-from worker.tfconfig import TaskId, TFConfig
+from tests.support.jobs import REPO, by, fake_spec, read_events, running, write_spec
+from worker.wire.protocol import Launch, TaskLaunch
+from worker.wire.tfconfig import TaskId, TFConfig
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(90)]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from launcher.plan.planner import remote_process_table
-from tests import supervision as sv
-from tests.jobs import by, running, write_spec
 from tests.ssh.remote import SSH_HOST, SshSetup, processes_with
+from tests.support import supervision as sv
+from tests.support.jobs import by, running, write_spec
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(120)]
 

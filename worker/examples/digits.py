@@ -6,7 +6,7 @@ weights hash is the same on every task, and with ``--deterministic`` the same ac
 restarts and preemptions included.
 
 A ``SIGTERM`` to any task is a graceful preemption: every task stops at the same step, the chief
-saves a checkpoint there, and every task exits with ``worker.env.PREEMPTION_EXIT_CODE`` (143);
+saves a checkpoint there, and every task exits with ``worker.wire.env.PREEMPTION_EXIT_CODE`` (143);
 tfcluster then restarts the job from that step without counting it against ``max_restarts``.
 
 Keras 3 ``model.fit`` is broken under MultiWorkerMirroredStrategy on TF 2.21, so this uses the
@@ -37,7 +37,7 @@ import worker
 from worker.accumulation import gradient_accumulator
 from worker.checkpointing import TrainingCheckpoint
 from worker.data import resumable_input
-from worker.env import PREEMPTION_EXIT_CODE
+from worker.wire.env import PREEMPTION_EXIT_CODE
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -1,3 +1,7 @@
-"""What the launcher and the worker share: the agent protocol, the environment variables, the
-TF_CONFIG model, the task reports and the versions. ``launcher`` imports nothing else of
-``worker``."""
+"""What the launcher and the worker share, each side importing the same code so they cannot
+disagree: the agent protocol (``protocol``) and its version check (``version``, ``handshake``),
+the environment variables (``env``), the TF_CONFIG model (``tfconfig``), the report lines a task
+sends its agent (``reports``), the signals a task is sent (``signals``), the process table an
+agent keeps and the coordinator reads after its death (``process_table``, ``process_identity``),
+and how tfcluster's own modules are started (``module_start``). ``launcher`` imports nothing
+else of ``worker``; nothing here imports the rest of ``worker``."""

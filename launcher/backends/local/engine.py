@@ -17,7 +17,7 @@ from launcher.plan.addresses import local_task_address
 from launcher.plan.placement import PastAttempt, Placement, named_placement
 from launcher.plan.planner import HostPlan, LaunchPlan
 from launcher.spec.model import ClusterSpec
-from worker.protocol import Launch
+from worker.wire.protocol import Launch
 
 if TYPE_CHECKING:
     from launcher.preflight.report import PreflightReport

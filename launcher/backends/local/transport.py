@@ -19,7 +19,8 @@ from launcher.backends.channel import AgentChannel
 from launcher.backends.early_agent import EarlyAgent, agent_popen, end_agent
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
-from worker.protocol import Launch, Message
+from worker.wire.module_start import agent_argv
+from worker.wire.protocol import Launch, Message
 
 #: How long to wait for the agent's reader thread to deliver its last messages.
 CHANNEL_JOIN_S = 5.0
@@ -30,7 +31,7 @@ logger = logging.getLogger(__name__)
 class LocalAgentHandle:
     """A local agent. Its tasks die with it (EOF, or PR_SET_PDEATHSIG if it is killed); anything
     they left (children, double-forked grandchildren) is found through the process table the
-    agent keeps (:mod:`worker.process_table`), which names only processes provably its own, so a
+    agent keeps (:mod:`worker.wire.process_table`), which names only processes provably its own, so a
     stranger that reused a pid is never signalled."""
 
     def __init__(self, host: str, proc: subprocess.Popen[bytes], channel: AgentChannel,
@@ -71,7 +72,7 @@ class LocalAgentHandle:
         """What the agent recorded and did not end itself (it was killed, or hung)."""
         if self._process_table is None:
             return []
-        from worker.process_table import ProcessTableError, kill_recorded, remove_table
+        from worker.wire.process_table import ProcessTableError, kill_recorded, remove_table
 
         try:
             killed = kill_recorded(self._process_table)
@@ -118,7 +119,7 @@ class LocalTransport:
             sent = None
             with log_path.open("ab") as log:
                 try:
-                    proc = agent_popen([python, "-m", "worker.agent"], log)
+                    proc = agent_popen(agent_argv(python), log)
                 except OSError as exc:
                     raise AgentStartError(host.name, f"cannot start {python!r}: {exc}",
                                           "check the spec's 'python' field") from exc

@@ -27,7 +27,7 @@ from launcher.chief.access import SHARED, ChiefFiles
 from launcher.plan.placement import PastAttempt, Placement
 from launcher.plan.planner import HostPlan, LaunchPlan
 from launcher.spec.model import ClusterSpec
-from worker.protocol import Launch
+from worker.wire.protocol import Launch
 
 if TYPE_CHECKING:
     from launcher.preflight.report import PreflightReport

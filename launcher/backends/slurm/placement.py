@@ -19,7 +19,7 @@ from launcher.errors import TfclusterError
 from launcher.plan.placement import PastAttempt, PlacedHost, PlacedTask, Placement
 from launcher.spec.model import ClusterSpec
 from launcher.spec.placement import SlurmPlacement, nodes_needed
-from worker.tfconfig import TaskId, task_order
+from worker.wire.tfconfig import TaskId, task_order
 
 
 class TooFewNodes(TfclusterError):

@@ -7,8 +7,9 @@ coordinator's end, as everywhere), and no shell is involved: every argument is o
 
 from __future__ import annotations
 
+from worker.wire.module_start import agent_argv
+
 SRUN = "srun"
-AGENT_MODULE = "worker.agent"
 
 
 def step_argv_prefix(node: str, *, job: str, workdir: str) -> list[str]:
@@ -19,4 +20,4 @@ def step_argv_prefix(node: str, *, job: str, workdir: str) -> list[str]:
 
 
 def agent_step_argv(node: str, *, job: str, workdir: str, python: str) -> list[str]:
-    return [*step_argv_prefix(node, job=job, workdir=workdir), python, "-m", AGENT_MODULE]
+    return [*step_argv_prefix(node, job=job, workdir=workdir), *agent_argv(python)]

@@ -19,7 +19,7 @@ from launcher.backends.local.transport import LocalAgentHandle, launched
 from launcher.backends.slurm.srun import agent_step_argv
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
-from worker.protocol import Launch
+from worker.wire.protocol import Launch
 
 
 def step_argv(host: HostPlan, job: str) -> list[str]:

@@ -1,8 +1,8 @@
 """Agents on remote hosts: ``python -m worker.agent`` at the far end of one SSH connection per host.
 
-The agent runs as ``cd WORKDIR && exec PYTHON -m worker.agent`` (each piece ``shlex.quote``\\ d; no
-environment on the command line, no ``AcceptEnv``: TF_CONFIG and the spec's env travel only inside
-the launch message) and is spoken to exactly as a local agent is, through an
+The agent runs as ``cd WORKDIR && exec PYTHON -c START_CODE -m worker.agent`` (each piece
+``shlex.quote``\\ d; no environment on the command line, no ``AcceptEnv``: TF_CONFIG and the spec's
+env travel only inside the launch message) and is spoken to exactly as a local agent is, through an
 :class:`~launcher.backends.channel.AgentChannel` over the session's stdin / stdout. Its stderr is
 copied to the agent log. EOF on its stdin (``close_input``, or the connection dropping because the
 coordinator died) makes it kill every task tree and exit, as locally.
@@ -33,7 +33,7 @@ from launcher.ssh.connect import SshConnection
 from launcher.ssh.connector import SshConnector
 from launcher.ssh.deadline import Deadline
 from launcher.ssh.errors import RemoteCommandError
-from worker.protocol import Hello, Launch, Message
+from worker.wire.protocol import Hello, Launch, Message
 
 #: How long a started agent may take to say hello (python start-up on a busy host).
 HELLO_TIMEOUT_S = 30.0
@@ -182,6 +182,8 @@ class SshAgentHandle:
             raise RemoteCommandError(self.host, "agent did not start",
                                      f"the agent did not say hello within {timeout_s:.0f}s",
                                      "is the host overloaded, or is PYTHON not Python?")
+        if self._agent is not None and self._agent.refused is not None:
+            raise self._agent.refused  # another tfcluster version there: never sent a launch
         if not self._hello.is_set():  # its output ended first: it could not start
             if self._stderr_thread is not None:
                 self._stderr_thread.join(_EXIT_STATUS_WAIT_S)

@@ -16,7 +16,7 @@ from launcher.preflight.probe import PROBE, HostWork, Marker
 from launcher.preflight.report import HostReport, PreflightReport, compare_tensorflow
 from launcher.preflight.runner import ProbeOutput
 from launcher.preflight.view import render_text, report_before_run, report_lines
-from worker.tfconfig import TaskId, TFConfig
+from worker.wire.tfconfig import TaskId, TFConfig
 from worker.wire.version import TFCLUSTER_VERSION
 
 

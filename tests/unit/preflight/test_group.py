@@ -14,7 +14,7 @@ from launcher.plan.planner import HostPlan, LaunchPlan, TaskPlan
 from launcher.preflight.group import run_preflight
 from launcher.preflight.report import HostReport, Layout
 from launcher.preflight.runner import ProbeError, ProbeOutput
-from worker.tfconfig import TaskId, TFConfig
+from worker.wire.tfconfig import TaskId, TFConfig
 from worker.wire.version import TFCLUSTER_VERSION
 
 pytestmark = pytest.mark.timeout(30)

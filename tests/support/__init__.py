@@ -1,0 +1,1 @@
+"""What the tests share: jobs and processes, the fake engine and trainer, planners, files."""

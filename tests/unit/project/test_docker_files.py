@@ -1,0 +1,310 @@
+"""The Docker cluster's files agree with each other and with the spec that runs on them.
+
+There is no Docker engine in the test environment, so this checks what can be checked without
+one: compose services, addresses and ports against ``cluster_specs/docker-3hosts.yaml``; the
+Dockerfile installs this package with its ``tf`` extra from the build context and runs sshd; the
+image's sshd configuration (with the real sshd when installed) and its entrypoint script.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+
+from launcher.spec.loading import load_spec
+from launcher.spec.model import ClusterSpec
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCKER = ROOT / "docker"
+SPEC = ROOT / "cluster_specs" / "docker-3hosts.yaml"
+NODES = ("node-a", "node-b", "node-c")
+TEST_NETWORK = ipaddress.IPv4Network("198.18.0.0/15")
+SSHD = "/usr/sbin/sshd"
+
+
+# --- reading the files ---------------------------------------------------------------------------
+
+
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def services() -> dict[str, dict[str, Any]]:
+    found = compose()["services"]
+    assert isinstance(found, dict)
+    return found
+
+
+def spec() -> ClusterSpec:
+    return load_spec(SPEC)
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of docker/Dockerfile, continuation lines joined, comments dropped."""
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for raw in (DOCKER / "Dockerfile").read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line, pending = pending + line, ""
+        keyword, _, rest = line.partition(" ")
+        instructions.append((keyword.upper(), rest.strip()))
+    assert not pending, "Dockerfile ends in a continuation line"
+    return instructions
+
+
+def arguments(keyword: str) -> list[str]:
+    return [rest for word, rest in dockerfile() if word == keyword]
+
+
+def copies() -> list[tuple[list[str], str]]:
+    """(sources, destination) of every COPY."""
+    found = []
+    for rest in arguments("COPY"):
+        words = [w for w in shlex.split(rest) if not w.startswith("--")]
+        found.append((words[:-1], words[-1]))
+    return found
+
+
+def exec_form(keyword: str) -> list[str]:
+    (rest,) = arguments(keyword)
+    value = yaml.safe_load(rest)  # a JSON array
+    assert isinstance(value, list) and all(isinstance(v, str) for v in value), rest
+    return value
+
+
+def sshd_options(text: str) -> dict[str, list[str]]:
+    options: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words:
+            options.setdefault(words[0].lower(), []).append(" ".join(words[1:]))
+    return options
+
+
+def compose_default(value: str) -> str:
+    """The default of a compose ``${VAR:-default}`` value (the value itself if it has none)."""
+    match = re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*:-(.*)\}", value)
+    return match.group(1) if match else value
+
+
+def mounts(service: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every volume entry of a service in the long form (type, source, target)."""
+    found = []
+    for entry in service.get("volumes", []):
+        if isinstance(entry, str):
+            source, target = entry.split(":")[:2]
+            kind = "bind" if source.startswith((".", "/", "$")) else "volume"
+            found.append({"type": kind, "source": source, "target": target})
+        else:
+            found.append(entry)
+    return found
+
+
+# --- compose against the spec --------------------------------------------------------------------
+
+
+def test_the_spec_validates_and_places_one_task_per_node() -> None:
+    cluster = spec()
+    assert sorted(cluster.hosts) == list(NODES)
+    placed = [(str(slot.task), slot.host, slot.port) for slot in cluster.task_slots()]
+    assert placed == [("chief:0", "node-a", 23456), ("worker:0", "node-b", 23456),
+                      ("worker:1", "node-c", 23456)]
+    assert cluster.entrypoint.module == "worker.examples.digits"
+    assert (ROOT / "worker" / "examples" / "digits.py").is_file()
+    assert cluster.python is not None and cluster.python.startswith("/usr/local/bin/python3")
+
+
+def test_compose_nodes_are_the_spec_hosts_at_the_same_addresses() -> None:
+    nodes, cluster = services(), spec()
+    assert sorted(nodes) == list(NODES)
+    (network_name,) = compose()["networks"]
+    (ipam,) = compose()["networks"][network_name]["ipam"]["config"]
+    subnet = ipaddress.IPv4Network(ipam["subnet"])
+    gateway = ipaddress.IPv4Address(ipam["gateway"])
+    assert subnet.subnet_of(TEST_NETWORK) and gateway in subnet
+    addresses = []
+    for name, node in nodes.items():
+        address = ipaddress.IPv4Address(node["networks"][network_name]["ipv4_address"])
+        assert address in subnet and address not in (gateway, subnet.network_address,
+                                                     subnet.broadcast_address), name
+        host = cluster.hosts[name]
+        assert host.address == str(address), name
+        assert (host.user, host.port) == ("tfc", 22), name
+        assert "22" in [str(port) for port in node["expose"]], name
+        assert node.get("hostname") == name
+        addresses.append(address)
+    assert len(set(addresses)) == len(addresses)
+
+
+def test_every_task_port_is_exposed_on_its_node_and_no_port_is_published() -> None:
+    nodes = services()
+    for slot in spec().task_slots():
+        assert str(slot.port) in [str(port) for port in nodes[slot.host]["expose"]], slot
+    for name, node in nodes.items():
+        # TensorFlow's gRPC server is unauthenticated: nothing may be published on the host.
+        assert "ports" not in node, name
+        assert node.get("network_mode") is None, name
+    for network in compose()["networks"].values():
+        assert not network.get("external"), "the nodes' network must be this project's own"
+
+
+def test_checkpoints_are_on_one_named_volume_every_node_mounts() -> None:
+    nodes, cluster = services(), spec()
+    assert "checkpoints" in compose()["volumes"]
+    targets = {name: [m["target"] for m in mounts(node)
+                      if m["type"] == "volume" and m["source"] == "checkpoints"]
+               for name, node in nodes.items()}
+    assert all(len(found) == 1 for found in targets.values()), targets
+    (target,) = {found[0] for found in targets.values()}
+    assert cluster.checkpoint is not None
+    assert PurePosixPath(cluster.checkpoint.dir).is_relative_to(target)
+    # The image makes the mount point the tfc user's, and a fresh named volume takes that over.
+    assert any(target in run and re.search(r"-o tfc\b", run) for run in arguments("RUN"))
+
+
+def test_each_node_mounts_the_public_key_of_the_specs_identity_file() -> None:
+    cluster = spec()
+    for name, node in services().items():
+        binds = [m for m in mounts(node) if m["type"] == "bind"]
+        (key,) = [m for m in binds if m["target"] == "/etc/tfcluster/authorized_keys"]
+        assert key.get("read_only") is True
+        assert key.get("bind", {}).get("create_host_path") is False  # a missing key is an error
+        source = (DOCKER / compose_default(key["source"])).resolve()
+        identity = cluster.hosts[name].identity_file
+        assert identity is not None
+        assert source == (ROOT / f"{identity}.pub").resolve(), name
+        # Per node host keys, so that re-creating a container keeps its key.
+        assert any(m["target"] == "/etc/ssh/host_keys" and m["type"] == "volume"
+                   for m in mounts(node)), name
+
+
+def test_nodes_build_the_dockerfile_with_the_repository_as_context() -> None:
+    images = set()
+    for node in services().values():
+        build = node["build"]
+        assert (DOCKER / build["context"]).resolve() == ROOT
+        assert (ROOT / build["dockerfile"]).resolve() == DOCKER / "Dockerfile"
+        images.add(node["image"])
+    assert len(images) == 1
+
+
+# --- the image -----------------------------------------------------------------------------------
+
+
+def test_dockerfile_installs_this_package_with_its_tf_extra_from_the_context() -> None:
+    (base,) = arguments("FROM")
+    assert re.fullmatch(r"python:3\.11-slim(-\w+)?", base), base
+    destination = {sources[0]: dest for sources, dest in copies() if len(sources) == 1}
+    (context_copy,) = [dest for sources, dest in copies() if "pyproject.toml" in sources]
+    src = PurePosixPath(context_copy)
+    for package in ("launcher", "worker"):
+        assert PurePosixPath(destination[package]) == src / package
+    (install,) = [run for run in arguments("RUN") if "pip install" in run]
+    requirements = shlex.split(install.split("pip install", 1)[1].split("&&")[0])
+    # Only the package from the context, with its extra: nothing named a second time that could
+    # drift from pyproject.toml's requirements.
+    assert requirements == [f"{src}[tf]"], requirements
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    extra = re.search(r"^tf = \[(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL)
+    assert extra and "tensorflow" in extra.group(1), "pyproject.toml has no tf extra with TensorFlow"
+
+
+def test_every_copied_file_exists_and_the_build_context_sends_nothing_else() -> None:
+    sources = [source for sources, _ in copies() for source in sources]
+    for source in sources:
+        assert (ROOT / source).exists(), source
+    ignore = [line.strip() for line in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+    assert ignore[0] == "*"
+    allowed = {line[1:] for line in ignore if line.startswith("!")}
+    assert set(sources) == allowed
+    assert not any(entry.startswith("docker/keys") for entry in allowed)
+
+
+def test_dockerfile_runs_sshd_in_the_foreground_through_the_entrypoint() -> None:
+    assert exec_form("CMD") == ["/usr/sbin/sshd", "-D", "-e"]
+    (entrypoint,) = exec_form("ENTRYPOINT")
+    assert ["docker/entrypoint.sh"] in [s for s, dest in copies() if dest == entrypoint]
+    assert ["docker/sshd_config"] in [s for s, dest in copies() if dest == "/etc/ssh/sshd_config"]
+    runs = " ".join(arguments("RUN"))
+    assert "openssh-server" in runs
+    assert "rm -f /etc/ssh/ssh_host_" in runs  # no host key baked into the image
+    assert re.search(r"useradd .*\btfc\b", runs)
+    assert "22" in arguments("EXPOSE")
+
+
+def test_sshd_config_allows_keys_of_user_tfc_only() -> None:
+    options = sshd_options((DOCKER / "sshd_config").read_text())
+    expected = {
+        "passwordauthentication": "no", "kbdinteractiveauthentication": "no",
+        "permitrootlogin": "no", "pubkeyauthentication": "yes",
+        "authenticationmethods": "publickey", "allowusers": "tfc", "strictmodes": "yes",
+        "authorizedkeysfile": "/etc/ssh/authorized_keys/%u",
+        "hostkey": "/etc/ssh/host_keys/ssh_host_ed25519_key",
+        "subsystem": "sftp internal-sftp",
+    }
+    for key, value in expected.items():
+        assert options.get(key) == [value], key
+    entry = (DOCKER / "entrypoint.sh").read_text()
+    assert "/etc/ssh/authorized_keys/tfc" in entry and "/etc/ssh/host_keys/" in entry
+
+
+@pytest.mark.skipif(not os.access(SSHD, os.X_OK) or shutil.which("ssh-keygen") is None,
+                    reason=f"{SSHD} not installed (openssh-server)")
+def test_sshd_accepts_the_image_config(tmp_path: Path) -> None:
+    key = tmp_path / "host_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    done = subprocess.run([SSHD, "-T", "-f", str(DOCKER / "sshd_config"), "-o", f"HostKey={key}"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    effective = sshd_options(done.stdout)
+    assert effective["passwordauthentication"] == ["no"]
+    assert effective["kbdinteractiveauthentication"] == ["no"]
+    assert effective["permitrootlogin"] == ["no"]
+    assert effective["allowusers"] == ["tfc"]
+    assert effective["authenticationmethods"] == ["publickey"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ssh-keygen") is None,
+                    reason="the entrypoint installs files owned by root (needs root, ssh-keygen)")
+def test_entrypoint_installs_the_mounted_key_and_keeps_its_host_key(tmp_path: Path) -> None:
+    mounted, authorized = tmp_path / "mounted.pub", tmp_path / "authorized_keys"
+    host_key = tmp_path / "host_keys" / "ssh_host_ed25519_key"
+    host_key.parent.mkdir()
+    env = {**os.environ, "TFC_MOUNTED_KEYS": str(mounted), "TFC_AUTHORIZED_KEYS": str(authorized),
+           "TFC_HOST_KEY": str(host_key)}
+    command = ["sh", str(DOCKER / "entrypoint.sh"), sys.executable, "-c", "print('cmd ran')"]
+
+    missing = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert missing.returncode == 1 and "no public key" in missing.stderr
+    assert "cmd ran" not in missing.stdout
+
+    mounted.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE6test client\n")
+    mounted.chmod(0o666)  # as a bind mount might have it
+    first = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    assert first.stdout.strip() == "cmd ran"
+    assert authorized.read_text() == mounted.read_text()
+    assert authorized.stat().st_mode & 0o777 == 0o644 and authorized.stat().st_uid == 0
+    assert "SHA256:" in first.stderr
+    public = host_key.with_suffix(".pub").read_text()
+
+    subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    assert host_key.with_suffix(".pub").read_text() == public  # kept, not made again

@@ -1,0 +1,68 @@
+"""When each task of an attempt starts: the agent's one place for that decision.
+
+- A task whose warm spare is still importing waits for it (:mod:`worker.agent.spares.warm_starts`), at most
+  ``SPARE_WAIT_S``;
+- every other task, and a held one once its spare is ready or lost, waits for a start-up slot
+  (:mod:`worker.agent.startup_pacing`). A task that then starts from its spare frees its slot at once:
+  only a cold start holds one.
+
+The agent starts what :meth:`TaskStarts.due` gives it, tells :meth:`TaskStarts.started` how each
+start went, and :meth:`TaskStarts.settled` when a task wrote something or exited.
+"""
+
+from __future__ import annotations
+
+from worker.agent.spares.warm_starts import WarmStarts
+from worker.agent.startup_pacing import StartupPacer, slots_for
+from worker.agent.task_process import TaskProcess
+from worker.wire.protocol import Launch, TaskLaunch
+
+#: A task not yet started: the process to start, its attempt's launch, its own part of it.
+Pending = tuple[TaskProcess, Launch, TaskLaunch]
+
+
+class TaskStarts:
+    """The tasks of the current attempt that have not started yet, and when they may."""
+
+    def __init__(self, warm: WarmStarts) -> None:
+        self.warm = warm
+        self.pacer: StartupPacer[Pending] = StartupPacer(None)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a task of this attempt has yet to start."""
+        return bool(self.pacer.waiting or self.warm.holding)
+
+    def attempt(self, launch: Launch, tasks: list[tuple[TaskProcess, TaskLaunch]]) -> None:
+        """The tasks of a new attempt, in launch order (the last attempt's are forgotten)."""
+        self.warm.attempt_started(launch)
+        self.pacer.clear()
+        self.pacer.slots = slots_for(launch.startup_concurrency)
+        for task, task_launch in tasks:
+            if not self.warm.hold(task, launch, task_launch):  # else: when its spare is ready
+                self.pacer.queue(task.task, (task, launch, task_launch))
+
+    def due(self, now: float) -> list[Pending]:
+        """The tasks to start now, in order."""
+        for held in self.warm.released(now):
+            self.pacer.queue(held[0].task, held)
+        return [pending for _, pending in self.pacer.admit(now)]
+
+    def started(self, task: TaskProcess, warm: bool) -> None:
+        """A task :meth:`due` gave has been started (from a spare if ``warm``), or failed to start
+        (its ``pid`` is None)."""
+        self.pacer.started(task.task, None if warm else task.pid)
+
+    def settled(self, name: str) -> None:
+        """The task ``name`` wrote something or exited: its start-up is over."""
+        self.pacer.settled(name)
+
+    def due_at(self, now: float) -> float | None:
+        """When :meth:`due` may give more (None: nothing waits for a moment)."""
+        times = [t for t in (self.warm.due_at(), self.pacer.due_at(now)) if t is not None]
+        return min(times) if times else None
+
+    def drop(self) -> None:
+        """The attempt is being torn down: the tasks not started yet never start."""
+        self.warm.drop_held()
+        self.pacer.clear()
