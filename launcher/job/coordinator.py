@@ -21,7 +21,7 @@ import os
 import queue
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,20 +29,21 @@ from launcher.backends.base import AgentClosed
 from launcher.backends.engine import Backend, Session
 from launcher.backends.session import PlainSession
 from launcher.chief.checkpoints import CheckpointFS, latest_checkpoint, remove_worker_temp_dirs
-from launcher.job.agents import AgentSet, Spawn, in_thread
+from launcher.job.agents import AgentSet
 from launcher.job.attempt import AttemptRunner
 from launcher.job.health import in_force
 from launcher.job.hooks import AttemptHooks
-from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
+from launcher.job.inbox import Inbox, InboxItem, Interrupt
 from launcher.job.policy import Action, Decision, decide
 from launcher.job.preemption_notices import PreemptionNotices
 from launcher.job.reservation import Reservation, reserve
 from launcher.job.resume import FRESH, StartingPoint
+from launcher.job.seams import LoopSeams
 from launcher.job.state import JobState, JobStateMachine
 from launcher.job.task_health import TaskHealthWatch
 from launcher.output.console import Console
 from launcher.plan.planner import HostPlan, LaunchPlan, Planner, ResumePoint
-from launcher.plan.ports import PortAllocator, port_is_free
+from launcher.plan.ports import port_is_free
 from launcher.run.directory import RunDir, RunDirError
 from launcher.run.event_log import EventLog, Listener
 from launcher.run.events import (
@@ -78,25 +79,18 @@ class JobResult:
         return None
 
 
-def _simple_queue() -> Inbox:
-    inbox: queue.SimpleQueue[InboxItem] = queue.SimpleQueue()
-    return inbox
-
-
 class Coordinator:
     """Runs one job: ``planner`` says what each attempt starts, ``backend`` (the engine) places
     and starts it, ``session`` is the engine's part of this run, ``reservation`` what the run
-    holds before its first attempt (taken by :func:`reserve` if not given, with ``ports``
-    allocating its ports). ``clock``,
-    ``new_inbox`` and ``spawn`` are the loop's seams to time and threads (the tests' simulated
-    world replaces them)."""
+    holds before its first attempt (taken by :func:`reserve` if not given), ``hooks`` and
+    ``listeners`` what watches it (a drill, the console), ``start`` where it starts (attempt 0, or
+    after a resumed run's attempts), ``seams`` its time, threads and ports."""
 
     def __init__(self, planner: Planner, run_dir: RunDir, backend: Backend, console: Console,
                  *, session: Session | None = None, reservation: Reservation | None = None,
                  hooks: AttemptHooks | None = None, listeners: Sequence[Listener] = (),
-                 start: StartingPoint = FRESH, ports: PortAllocator | None = None,
-                 clock: Clock = time.time,
-                 new_inbox: Callable[[], Inbox] | None = None, spawn: Spawn = in_thread) -> None:
+                 start: StartingPoint = FRESH, seams: LoopSeams | None = None) -> None:
+        seams = seams or LoopSeams()
         self.planner = planner
         self.spec = planner.spec
         self.run_dir = run_dir
@@ -104,13 +98,13 @@ class Coordinator:
         self.session = session or PlainSession()
         self.console = console
         self.reservation = reservation
-        self.ports = ports or PortAllocator()  # the reservation's, once the run starts
+        self.ports = seams.ports  # the reservation's, once the run starts
         self.hooks = hooks
         self.listeners = list(listeners)
-        self.clock = clock
-        self._new_inbox: Callable[[], Inbox] = new_inbox or _simple_queue
+        self.clock = seams.clock
+        self._new_inbox = seams.new_inbox
         self.queue: Inbox = self._new_inbox()
-        self.agents = AgentSet(backend, self._to_inbox, clock, spawn)
+        self.agents = AgentSet(backend, self._to_inbox, seams.clock, seams.spawn)
         self.machine = JobStateMachine()
         self.events: EventLog | None = None
         self.bad_checkpoints: set[str] = set(start.bad_checkpoints)

@@ -19,6 +19,7 @@ from launcher.chief.flock_lock import FlockLockFile
 from launcher.chief.lock import LOCK_NAME, Acquired, CheckpointDirInUse, HolderRecord
 from launcher.job import coordinator as coordinator_module
 from launcher.job.coordinator import Coordinator, JobResult
+from launcher.job.seams import LoopSeams
 from launcher.job.state import JobState
 from launcher.output.console import Console
 from launcher.plan.ports import PortAllocator
@@ -52,9 +53,9 @@ class Sim:
                           local_python=sys.executable, base_dir=str(tmp_path))
         self.coordinator = Coordinator(
             planner, self.run_dir, FakeBackend(self.world),
-            Console(out=io.StringIO(), err=self.err, colour=False), clock=self.clock,
-            new_inbox=lambda: self.inbox, spawn=run_inline,
-            ports=PortAllocator(lock_dir=str(tmp_path / "ports")))
+            Console(out=io.StringIO(), err=self.err, colour=False), seams=LoopSeams(
+                clock=self.clock, new_inbox=lambda: self.inbox, spawn=run_inline,
+                ports=PortAllocator(lock_dir=str(tmp_path / "ports"))))
 
     def run(self) -> JobResult:
         return self.coordinator.run()

@@ -17,6 +17,7 @@ from typing import Any
 from launcher.backends.base import AgentMessage
 from launcher.job.coordinator import Coordinator, JobResult
 from launcher.job.inbox import Interrupt
+from launcher.job.seams import LoopSeams
 from launcher.job.state import JobState
 from launcher.output.console import Console
 from launcher.plan.ports import PortAllocator
@@ -74,9 +75,9 @@ def run(tmp_path: Path, data: dict[str, Any], scripts: Any, *,
     planner = named_planner(job_spec, run_dir=str(run_dir.path), local_python=sys.executable,
                       base_dir=str(tmp_path))
     console = Console(out=io.StringIO(), err=io.StringIO(), colour=False)
-    coordinator = Coordinator(planner, run_dir, FakeBackend(world), console, clock=clock,
-                              new_inbox=lambda: inbox, spawn=run_inline,
-                              ports=PortAllocator(lock_dir=str(tmp_path / "ports")))
+    coordinator = Coordinator(planner, run_dir, FakeBackend(world), console, seams=LoopSeams(
+        clock=clock, new_inbox=lambda: inbox, spawn=run_inline,
+        ports=PortAllocator(lock_dir=str(tmp_path / "ports"))))
     if before is not None:
         before(inbox, clock)
     result = coordinator.run()

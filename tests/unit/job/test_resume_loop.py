@@ -13,6 +13,7 @@ from typing import Any
 
 from launcher.job.coordinator import Coordinator, JobResult
 from launcher.job.resume import open_resume
+from launcher.job.seams import LoopSeams
 from launcher.job.state import JobState
 from launcher.output.console import Console
 from launcher.plan.ports import PortAllocator
@@ -72,10 +73,10 @@ def resume(tmp_path: Path, crash: bool) -> tuple[JobResult, FakeWorld, list[dict
     planner = named_planner(resumption.spec, run_dir=str(run_dir.path), local_python=sys.executable,
                       base_dir=resumption.base_dir)
     console = Console(out=io.StringIO(), err=io.StringIO(), colour=False)
-    coordinator = Coordinator(planner, run_dir, FakeBackend(world), console, clock=clock,
-                              new_inbox=lambda: inbox, spawn=run_inline,
-                              ports=PortAllocator(lock_dir=str(tmp_path / "ports")),
-                              start=resumption.start)
+    coordinator = Coordinator(planner, run_dir, FakeBackend(world), console,
+                              start=resumption.start, seams=LoopSeams(
+                                  clock=clock, new_inbox=lambda: inbox, spawn=run_inline,
+                                  ports=PortAllocator(lock_dir=str(tmp_path / "ports"))))
     return coordinator.run(), world, read_events(run_dir.events)
 
 
