@@ -15,6 +15,14 @@ from it:
   as can be: :func:`replica_bounds`), and ``per_replica`` (e.g. a ``tf.gather`` of the examples)
   runs on those slices only.
 
+The position counts global batches and the split happens after the skip, so an elastic job
+(``worker.context().resized``) keeps both the global batch and the sample order whatever its worker
+count: global batch ``n`` is the same examples at every count, and each of this attempt's replicas
+gets ``global_batch_size / num_replicas_in_sync`` of them. A job resumed at step ``n`` with one
+worker trains, from there on, on exactly the global batches a two-worker run would have.
+``require_divisible=True`` refuses a global batch this attempt's replicas do not divide (see
+:func:`replica_bounds`) instead of splitting it as evenly as can be.
+
 A custom loop restores its checkpoint first and passes the restored step::
 
     start = ckpt.restore()
@@ -45,18 +53,21 @@ _CKPT_NUMBER = re.compile(r"-(\d+)$")
 
 
 def resumable_input(strategy: Any, global_batches: Callable[[], Any], *, global_batch_size: int,
-                    position: int, per_replica: Callable[..., Any] | None = None) -> Any:
+                    position: int, per_replica: Callable[..., Any] | None = None,
+                    require_divisible: bool = False) -> Any:
     """A distributed dataset of ``global_batches()`` from global batch ``position`` on (see the
     module doc). Each element of ``global_batches()`` is a tensor, or a tuple of tensors, whose
     first dimension is ``global_batch_size``; ``per_replica`` maps each replica's slice (given as
-    separate arguments for a tuple)."""
+    separate arguments for a tuple). ``require_divisible``: raise :class:`ValueError` (naming both
+    numbers) when this attempt's replicas do not divide ``global_batch_size``."""
     import tensorflow as tf
 
     if position < 0:
         raise ValueError(f"position must be >= 0, not {position}")
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        bounds = replica_bounds(global_batch_size, context.num_replicas_in_sync)
+        bounds = replica_bounds(global_batch_size, context.num_replicas_in_sync,
+                                require_divisible=require_divisible)
         local = context.num_replicas_in_sync // context.num_input_pipelines
         first = context.input_pipeline_id * local  # this pipeline's first replica
 
@@ -83,12 +94,18 @@ def resumable_input(strategy: Any, global_batches: Callable[[], Any], *, global_
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def replica_bounds(global_batch_size: int, replicas: int) -> list[int]:
+def replica_bounds(global_batch_size: int, replicas: int, *,
+                   require_divisible: bool = False) -> list[int]:
     """Where each replica's slice of a global batch starts (and the last ends): as even as can
-    be, the later replicas one example more when the batch does not divide."""
+    be, the later replicas one example more when the batch does not divide (a
+    :class:`ValueError` with ``require_divisible``)."""
     if global_batch_size < replicas:
         raise ValueError(f"a global batch of {global_batch_size} cannot give each of {replicas} "
                          "replicas an example: raise the batch size")
+    if require_divisible and global_batch_size % replicas:
+        raise ValueError(f"a global batch of {global_batch_size} does not divide among the "
+                         f"{replicas} replicas of this attempt: use a multiple of {replicas} (of "
+                         "every replica count, for an elastic job)")
     return [r * global_batch_size // replicas for r in range(replicas + 1)]
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from launcher.backends.base import AgentHandle, Sink
 from launcher.chief.access import ChiefFiles
-from launcher.plan.placement import PastAttempt, Placement
+from launcher.plan.placement import PastAttempt, PlacedHost, Placement
 from launcher.plan.planner import HostPlan, LaunchPlan
 from launcher.spec.model import ClusterSpec
 from worker.wire.protocol import Launch
@@ -61,9 +61,14 @@ class Session(Protocol):
 
     #: Signals that stop the job gracefully, besides SIGINT, SIGTERM and SIGHUP.
     stop_signals: tuple[signal.Signals, ...]
+    #: Too few usable hosts end the run through :meth:`running` (to be run again without the
+    #: lost ones, as a requeued Slurm job is), not as a failed job.
+    requeues_without_hosts: bool
 
-    def attempt_events(self, attempt: int, history: Sequence[PastAttempt]) -> Sequence[Event]:
-        """The engine's events for the start of ``attempt``, after the attempts ``history``."""
+    def attempt_events(self, attempt: int, history: Sequence[PastAttempt],
+                       hosts: Sequence[HostPlan]) -> Sequence[Event]:
+        """The engine's events for the start of ``attempt`` on ``hosts``, after the attempts
+        ``history``."""
         ...
 
     def summary(self, history: Sequence[PastAttempt]) -> Mapping[str, Any]:
@@ -94,7 +99,14 @@ class Backend(Protocol):
 
     def place(self, spec: ClusterSpec, history: Sequence[PastAttempt]) -> Placement:
         """Where the next attempt's tasks run, after the attempts in ``history``. Asked anew for
-        every attempt (and every preview): never cached, so what changed is always seen."""
+        every attempt (and every preview): never cached, so what changed is always seen.
+        For a spec with a pool (``placement:``), what :meth:`pool` gives is placed instead, by
+        :class:`~launcher.plan.pool.HostPool`."""
+        ...
+
+    def pool(self, spec: ClusterSpec) -> tuple[PlacedHost, ...]:
+        """The hosts a pool spec's tasks may be placed on, in order (``placement.hosts``; a
+        scheduler's allocation)."""
         ...
 
     def start_agent(self, host: HostPlan, launch: Launch, sink: Sink,

@@ -13,13 +13,16 @@ from typing import TYPE_CHECKING, Any
 from launcher.plan.placement import PastAttempt
 
 if TYPE_CHECKING:
+    from launcher.plan.planner import HostPlan
     from launcher.run.events import Event
 
 
 class PlainSession:
     stop_signals: tuple[signal.Signals, ...] = ()
+    requeues_without_hosts = False
 
-    def attempt_events(self, attempt: int, history: Sequence[PastAttempt]) -> Sequence[Event]:
+    def attempt_events(self, attempt: int, history: Sequence[PastAttempt],
+                       hosts: Sequence[HostPlan]) -> Sequence[Event]:
         return ()
 
     def summary(self, history: Sequence[PastAttempt]) -> Mapping[str, Any]:

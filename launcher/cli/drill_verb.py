@@ -85,7 +85,7 @@ def cmd_drill(args: argparse.Namespace, load_for_run: Callable[[argparse.Namespa
             raise UsageError("tfcluster drill --in-child: kill-coordinator is the parent's fault")
         task_hosts = {str(s.task): s.host for s in spec.task_slots()}
         return run_with_faults(spec, Path(args.run_dir), resolve(faults, task_hosts, seed, horizon),
-                               _run_job_for(args))
+                               _run_job_for(args)).exit_code
     plan = Plan(spec, path.absolute(), seed, horizon,
                 checkpoint_dir_given=bool(args.checkpoint_dir))
     request = DrillRequest(plan, (single_scenario(faults),), 1, _run_dir(args, spec.name),

@@ -94,9 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         " once, when due: actions kill term stop crash partition corrupt-checkpoint "
         "kill-coordinator; targets chief worker:N evaluator:0 random host:NAME all (latest for "
         "corrupt-checkpoint, none for kill-coordinator); triggers at-step=N after=SECONDS random "
-        "(seeded). Or run every scenario of a drill file (SUITE.yaml). Writes drill.json, drill.md "
-        "and drill.png into the run directory and prints the table; exits non-zero if a fault "
-        "was never injected, a job failed, or a result differs from the baseline.")
+        "(seeded). lose-host:NAME[:TRIGGER] takes a host away for good (a network-namespace "
+        "host's link, a Slurm node: drained, its agent step killed; root only) until "
+        "heal:NAME:after=SECONDS, counted from the loss, or the drill's end. Or run every "
+        "scenario of a drill file (SUITE.yaml). Writes drill.json, drill.md and drill.png into "
+        "the run directory and prints the table; exits non-zero if a fault was never injected, "
+        "a job failed, or a result differs from the baseline (not compared when the job ran at "
+        "another size).")
     drill.add_argument("spec", metavar="SPEC|SUITE")
     drill.add_argument("--fault", action="append", metavar="FAULT",
                        help="ACTION:TARGET[:TRIGGER], e.g. kill:worker:1:at-step=100 (repeatable)")

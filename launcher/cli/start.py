@@ -43,8 +43,14 @@ def engine_options(args: argparse.Namespace | None = None, *, early: EarlyAgent 
 
 def planner_for(spec: ClusterSpec, backend: Backend, run_dir: str, base_dir: str) -> Planner:
     """``spec`` planned on ``backend`` for the run in ``run_dir``; relative paths start at
-    ``base_dir``."""
-    return Planner(spec, backend.place, run_dir=run_dir, base_dir=base_dir)
+    ``base_dir``. A spec with a pool is placed by the run's :class:`HostPool` of the engine's
+    pool hosts."""
+    if spec.pool is None:
+        return Planner(spec, backend.place, run_dir=run_dir, base_dir=base_dir)
+    from launcher.plan.pool import HostPool
+
+    pool = HostPool(spec, backend.pool(spec))
+    return Planner(spec, pool.place, run_dir=run_dir, base_dir=base_dir, pool=pool)
 
 
 def fresh_run_dir(spec: ClusterSpec, args: argparse.Namespace) -> RunDir:

@@ -23,7 +23,7 @@ def add_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     sub = verbs.add_parser("submit", help=HELP, description=DESCRIPTION)
     sub.add_argument("spec", metavar="SPEC")
     sub.add_argument("--nodes", type=int, required=True, metavar="N",
-                     help="nodes to allocate (the tasks' nodes plus slurm.spare_nodes)")
+                     help="nodes to allocate (the tasks' nodes plus placement.spares)")
     sub.add_argument("--time", metavar="LIMIT", help="sbatch --time (e.g. 2:00:00)")
     sub.add_argument("--partition", metavar="NAME", help="sbatch --partition")
     sub.add_argument("--account", metavar="NAME", help="sbatch --account")
@@ -47,7 +47,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     submitter = submitter_for(spec)
     if submitter is None:
         raise UsageError(f"tfcluster submit: {args.spec} has no slurm section: add "
-                         "'slurm: {tasks_per_node: 1}' to place its tasks on Slurm nodes")
+                         "'slurm: {}' to place its tasks on Slurm nodes")
     request = submitter.dryrun(spec, args.spec, vars(args))
     if args.dry_run:
         print(submitter.show(request), end="")

@@ -15,6 +15,7 @@ from pathlib import Path
 from launcher.drill import plot, report
 from launcher.drill.coordinator_loss import ChildRunner
 from launcher.drill.faults import Fault
+from launcher.drill.host_loss import locate_losses
 from launcher.drill.session import (
     Plan,
     RunJob,
@@ -69,8 +70,9 @@ def _baseline(request: DrillRequest, run_job: RunJob) -> str | None:
 
 
 def run_drill(request: DrillRequest, run_job: RunJob, child: ChildRunner) -> int:
-    for scenario in request.scenarios:  # refuse partitions that cannot be done, before any run
+    for scenario in request.scenarios:  # refuse what cannot be done here, before any run
         partition_links(request.plan.spec, scenario.faults)
+        locate_losses(request.plan.spec, scenario.faults)
     request.run_dir.mkdir(parents=True, exist_ok=True)
     baseline = _baseline(request, run_job)
     results: list[ScenarioResult] = []
@@ -88,6 +90,8 @@ def run_drill(request: DrillRequest, run_job: RunJob, child: ChildRunner) -> int
                  else str(request.baseline_from), picture=picture)
     for line in report.table(results):
         print(line)
+    for note in report.notes(results):
+        print(note)
     for problem in report.problems(results):
         print(f"FAILED {problem}")
     print(f"drill report: {request.run_dir / 'drill.md'}"

@@ -4,10 +4,14 @@
   hang), ``crash`` (:data:`worker.wire.signals.CRASH_SIGNAL`, which the task bootstrap turns into an
   exception), ``partition`` (cut a host off the network, then heal it), ``corrupt-checkpoint``
   (truncate the data of the chief's latest complete checkpoint, then SIGKILL the chief so that the
-  restart must skip it), ``kill-coordinator`` (SIGKILL tfcluster itself; no target);
+  restart must skip it), ``kill-coordinator`` (SIGKILL tfcluster itself; no target),
+  ``lose-host`` (take a host away for good: ``lose-host:NAME[:TRIGGER]``) and ``heal`` (give it
+  back, ``heal:NAME:after=SECONDS`` counted from when ``lose-host:NAME`` took effect; see
+  :mod:`launcher.drill.host_loss`);
 - targets: ``chief``, ``worker:N``, ``evaluator:0`` (any ``TYPE:N``), ``random`` (one task, seeded),
   ``host:NAME`` (every task on that host, or the host itself for ``partition``), ``all``; ``latest``
-  for ``corrupt-checkpoint``;
+  for ``corrupt-checkpoint``; a host's name alone for ``lose-host`` and ``heal`` (``host:NAME``
+  too);
 - triggers: ``at-step=N`` (when a task of the attempt reports step N or later), ``after=SECONDS``
   (from the attempt's first step, or from the tasks' start while none has reported a step, so it
   works for scripts that never report one), ``random`` (a step drawn with the drill's seed);
@@ -38,6 +42,8 @@ class Action(enum.StrEnum):
     PARTITION = "partition"
     CORRUPT_CHECKPOINT = "corrupt-checkpoint"
     KILL_COORDINATOR = "kill-coordinator"
+    LOSE_HOST = "lose-host"
+    HEAL = "heal"
 
     @property
     def signal(self) -> signal.Signals | None:
@@ -96,6 +102,8 @@ class Fault:
     def __str__(self) -> str:
         if self.action is Action.KILL_COORDINATOR:
             return f"{self.action}:{self.trigger}"
+        if self.action in _HOST_ONLY:
+            return f"{self.action}:{self.target.name}:{self.trigger}"
         return f"{self.action}:{self.target}:{self.trigger}"
 
 
@@ -106,6 +114,8 @@ _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _ACTIONS = ", ".join(a.value for a in Action)
 _TARGETS = "chief, worker:N, evaluator:0, random, host:NAME, all"
 _TRIGGERS = "at-step=N, after=SECONDS, random"
+#: Actions whose target is a host by name alone (``lose-host:NAME``; ``host:NAME`` also accepted).
+_HOST_ONLY = frozenset({Action.LOSE_HOST, Action.HEAL})
 
 
 class FaultProblem(ValueError):
@@ -135,6 +145,9 @@ def parse_fault(text: object) -> Fault:
     trigger_text = ""
     if rest and _looks_like_trigger(rest[-1]) and (len(rest) >= 2 or "=" in rest[-1]):
         trigger_text = rest.pop()
+    if action is Action.HEAL and not trigger_text.startswith(f"{TriggerKind.AFTER}="):
+        raise FaultProblem("trigger", "heal needs after=SECONDS: how long after lose-host:NAME "
+                           "took effect the host comes back (e.g. heal:NAME:after=30)")
     trigger = parse_trigger(trigger_text)
     target = _parse_target(action, ":".join(rest))
     return Fault(action, target, trigger)
@@ -173,6 +186,13 @@ def _parse_target(action: Action, text: str) -> Target:
             raise FaultProblem("target", f"corrupt-checkpoint corrupts the latest checkpoint: "
                                f"write corrupt-checkpoint:latest[:TRIGGER], not {text!r}")
         return Target(TargetKind.LATEST)
+    if action in _HOST_ONLY:
+        name = text.removeprefix("host:")
+        if not _HOST.match(name):
+            form = "[:TRIGGER]" if action is Action.LOSE_HOST else ":after=SECONDS"
+            raise FaultProblem("target", f"{action} needs a host name: write {action}:NAME{form}, "
+                               f"not {text!r}")
+        return Target(TargetKind.HOST, name)
     if not text:
         raise FaultProblem("target", f"{action} needs a target ({_TARGETS})")
     kind, _, name = text.partition(":")
@@ -210,15 +230,54 @@ def parse_faults(texts: Sequence[object], path: str, source: str) -> list[Fault]
 
 def check_targets(faults: Sequence[Fault], tasks: Sequence[str], hosts: Sequence[str],
                   path: str, positions: Sequence[int] | None = None) -> list[SpecProblem]:
-    """Problems of faults that name a task or host the spec does not have (``positions``: each
-    fault's index as written, when some were left out)."""
+    """Problems of faults that name a task or host the spec does not have, or that cannot go
+    together (:func:`host_loss_problems`) (``positions``: each fault's index as written, when some
+    were left out). The host of a ``lose-host`` or ``heal`` is checked where it is looked up, when
+    the drill starts (:func:`launcher.drill.host_loss.locate_losses`): a Slurm node is known then."""
     problems = []
-    for i, fault in zip(positions or range(len(faults)), faults, strict=True):
+    where = list(positions or range(len(faults)))
+    for i, fault in zip(where, faults, strict=True):
         target = fault.target
         if target.kind is TargetKind.TASK and target.name not in tasks:
             problems.append(SpecProblem(f"{path}[{i}].target", f"no task {target.name!r} in the "
                                         f"spec (tasks: {', '.join(tasks)})"))
-        if target.kind is TargetKind.HOST and target.name not in hosts:
+        if (target.kind is TargetKind.HOST and fault.action not in _HOST_ONLY
+                and target.name not in hosts):
             problems.append(SpecProblem(f"{path}[{i}].target", f"no host {target.name!r} in the "
                                         f"spec (hosts: {', '.join(hosts)})"))
+    return problems + host_loss_problems(faults, path, where)
+
+
+def host_loss_problems(faults: Sequence[Fault], path: str,
+                       positions: Sequence[int]) -> list[SpecProblem]:
+    """Problems of one scenario's ``lose-host`` and ``heal`` faults taken together: a heal needs
+    the lose-host of its host, each host is lost (and healed) once, and neither
+    ``kill-coordinator`` (which would take the host's restoration with the coordinator) nor a
+    ``partition`` of the same host (whose own heal would bring the host back) goes with them."""
+    problems = []
+    lost = {f.target.name for f in faults if f.action is Action.LOSE_HOST}
+    cut = {f.target.name for f in faults if f.action is Action.PARTITION}
+    coordinator_lost = any(f.action is Action.KILL_COORDINATOR for f in faults)
+    seen: set[tuple[Action, str]] = set()
+    for i, fault in zip(positions, faults, strict=True):
+        if fault.action not in _HOST_ONLY:
+            continue
+        host = fault.target.name
+        at = f"{path}[{i}]"
+        if (fault.action, host) in seen:
+            problems.append(SpecProblem(f"{at}.target", f"{fault.action}:{host} is given twice: "
+                                        "a host is lost (and healed) once per scenario"))
+        seen.add((fault.action, host))
+        if fault.action is Action.HEAL and host not in lost:
+            problems.append(SpecProblem(f"{at}.target", f"heal:{host} gives back a host that "
+                                        f"lose-host:{host} took away, and no fault here is "
+                                        f"lose-host:{host}"))
+        if fault.action is Action.LOSE_HOST and coordinator_lost:
+            problems.append(SpecProblem(f"{at}.action", "lose-host cannot go with "
+                                        "kill-coordinator: the coordinator the drill kills would "
+                                        "take the lost host's restoration with it"))
+        if fault.action is Action.LOSE_HOST and host in cut:
+            problems.append(SpecProblem(f"{at}.action", f"lose-host:{host} cannot go with "
+                                        f"partition:host:{host}, whose own heal would bring the "
+                                        "lost host back: give one or the other"))
     return problems

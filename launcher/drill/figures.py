@@ -3,15 +3,17 @@
 Per fault: when it was detected (the first task failure observed after it: its ``observed_at``),
 how long the teardown took (detection to the restart), recovery (fault to the first step of the
 next attempt), and steps lost (the last step reached before the fault minus the step the next
-attempt resumed from). Per run: restarts and outcome.
+attempt resumed from). A ``heal`` hurts nothing: it has none of these. Per run: restarts and
+outcome.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from launcher.drill.faults import Action
 from launcher.run.events import EventType
 
 Record = dict[str, Any]
@@ -32,6 +34,15 @@ class FaultFigures:
     recovery_s: float | None
     resume_step: int | None
     steps_lost: int | None
+    host: str = ""  # the host(s) the fault was applied to, comma-separated
+
+    @property
+    def hurt(self) -> str:
+        """What the fault hurt, as a report names it: the host of a lost or healed host, else the
+        tasks (else the host; "" for tfcluster itself)."""
+        if self.action in (Action.LOSE_HOST, Action.HEAL) and self.host:
+            return self.host
+        return ", ".join(self.tasks) or self.host
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,9 +87,10 @@ def fault_figures(events: Sequence[Record], injected: Record) -> FaultFigures:
     if detected_at is not None and restarting is not None:
         teardown = float(restarting["ts"]) - detected_at
     step = int(injected.get("step") or 0)
-    return FaultFigures(
+    action = str(injected.get("action", ""))
+    figures = FaultFigures(
         fault=str(injected.get("fault", f"{injected.get('signal')}:{injected.get('task')}")),
-        action=str(injected.get("action", "")),
+        action=action,
         tasks=tuple(t for t in injected.get("tasks") or [injected.get("task", "")] if t),
         attempt=attempt, injected_at=ts, step=step, detail=str(injected.get("detail", "")),
         detected_as=None if detected is None else f"{detected.get('kind')} ({detected['task']})",
@@ -86,7 +98,12 @@ def fault_figures(events: Sequence[Record], injected: Record) -> FaultFigures:
         teardown_s=teardown,
         recovery_s=None if resumed is None else float(resumed["ts"]) - ts,
         resume_step=resume_step,
-        steps_lost=None if resume_step is None else max(0, step - resume_step))
+        steps_lost=None if resume_step is None else max(0, step - resume_step),
+        host=str(injected.get("host") or ""))
+    if action == Action.HEAL:  # gives a host back: nothing to detect, nothing lost
+        return replace(figures, detected_as=None, detection_s=None, teardown_s=None,
+                       recovery_s=None, resume_step=None, steps_lost=None)
+    return figures
 
 
 def run_figures(events: Sequence[Record], extra: Sequence[Record] = ()) -> RunFigures:

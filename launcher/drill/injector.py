@@ -5,6 +5,11 @@ one task, a ``random`` trigger a step, ``host:NAME`` / ``all`` the tasks they na
 :class:`FaultInjector` then watches the attempt (every progress report, and a timer for ``after=``)
 and fires each due fault, writing one ``fault_injected`` event with the fault as written, what it
 resolved to, and the last step reached before it (which steps lost are measured from).
+
+``lose-host`` takes its host away through a :class:`HostLoser` and arms the host's ``heal`` there:
+the heal runs on a timer of its own (the coordinator may be between attempts then), and its
+``fault_injected`` event is written at the attempt's next wake (with ``sent_at`` the moment the host
+came back), or, when the job ended first, handed to the drill by :meth:`FaultInjector.unreported`.
 """
 
 from __future__ import annotations
@@ -12,12 +17,13 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from launcher.drill.corrupt import corrupt_latest
 from launcher.drill.faults import Action, Fault, TargetKind, TriggerKind
+from launcher.drill.host_loss import Healed
 from launcher.errors import TfclusterError
 from launcher.job.hooks import TaskControl
 from launcher.job.tasks import TaskState
@@ -33,7 +39,7 @@ class Planned:
 
     fault: Fault
     tasks: tuple[str, ...]
-    host: str | None = None  # partition: the host cut off
+    host: str | None = None  # partition, lose-host, heal: the host
     at_step: int | None = None
     after_s: float | None = None
 
@@ -82,6 +88,19 @@ class Partitioner(Protocol):
         """Cut ``host`` off; what was done, for the report. Raises TfclusterError if it cannot."""
 
 
+class HostLoser(Protocol):
+    """Takes hosts away for good and gives them back (see :mod:`launcher.drill.host_loss`)."""
+
+    def lose(self, host: str) -> str:
+        """Take ``host`` away; what was done. Raises TfclusterError if it cannot."""
+
+    def heal_after(self, host: str, after_s: float) -> None:
+        """Give ``host`` back ``after_s`` seconds from now, on a timer of its own."""
+
+    def healed(self) -> list[Healed]:
+        """The heals done since the last call."""
+
+
 @dataclass
 class _AttemptView:
     attempt: int = -1
@@ -101,6 +120,7 @@ class FaultInjector:
     planned: Sequence[Planned]
     checkpoint_dir: str | None = None
     partitioner: Partitioner | None = None
+    host_loser: HostLoser | None = None
     fired: list[FaultInjected] = field(default_factory=list)
     _done: set[int] = field(default_factory=set)
     _view: _AttemptView = field(default_factory=_AttemptView)
@@ -116,6 +136,7 @@ class FaultInjector:
 
     def on_progress(self, control: TaskControl, task: str, step: int) -> None:
         view = self._seen(control)
+        self._report_heals(control)
         view.steps[task] = max(view.steps.get(task, 0), step)
         for i, planned in enumerate(self.planned):
             if (i not in self._done and planned.at_step is not None and step >= planned.at_step
@@ -124,11 +145,12 @@ class FaultInjector:
 
     def on_tick(self, control: TaskControl, now: float) -> float:
         self._seen(control)
+        self._report_heals(control)  # the attempt wakes at least once a second
         since = control.first_progress_at or control.started_at
         wake = math.inf
         for i, planned in enumerate(self.planned):
-            if i in self._done or planned.after_s is None:
-                continue
+            if i in self._done or planned.after_s is None or planned.fault.action is Action.HEAL:
+                continue  # a heal's after= counts from its host's loss: see _lose_host
             due = since + planned.after_s
             if now < due:
                 wake = min(wake, due)
@@ -148,14 +170,17 @@ class FaultInjector:
             if corrupted is None:
                 return False  # no complete checkpoint yet: nothing to corrupt
             detail = corrupted
-        if action is Action.PARTITION:
-            if self.partitioner is None or planned.host is None:
+        if action in (Action.PARTITION, Action.LOSE_HOST):
+            if planned.host is None:
                 return False
             try:
-                detail = self.partitioner.cut(planned.host)
+                detail = (self._lose_host(planned.host) if action is Action.LOSE_HOST
+                          else self._cut(planned.host))
             except TfclusterError as exc:
                 control.warn(f"drill: {planned.fault} could not be injected: {exc}")
                 return False
+            if not detail:
+                return False  # nothing here can do it
             hosts = [planned.host]
         else:
             sig = action.signal
@@ -167,16 +192,74 @@ class FaultInjector:
             if not hosts:
                 return False  # no agent reachable yet: try again later
         self._done.add(index)
-        view = self._seen(control)
-        event = FaultInjected(
-            attempt=control.attempt, fault=str(planned.fault), action=action.value,
+        self._record(control, planned, hosts, detail, sent_at)
+        return True
+
+    def _cut(self, host: str) -> str:
+        return "" if self.partitioner is None else self.partitioner.cut(host)
+
+    def _lose_host(self, host: str) -> str:
+        """Take ``host`` away and arm its heal, if the drill has one."""
+        if self.host_loser is None:
+            return ""
+        detail = self.host_loser.lose(host)
+        for i, planned in enumerate(self.planned):
+            if (i not in self._done and planned.fault.action is Action.HEAL
+                    and planned.host == host and planned.after_s is not None):
+                self.host_loser.heal_after(host, planned.after_s)
+        return detail
+
+    def _heal_index(self, host: str) -> int | None:
+        return next((i for i, p in enumerate(self.planned) if i not in self._done
+                     and p.fault.action is Action.HEAL and p.host == host), None)
+
+    def _report_heals(self, control: TaskControl) -> None:
+        """Write the event of each heal done since the attempt last woke."""
+        for event in self._heal_events(control.attempt, control.warn):
+            self.fired.append(event)
+            control.emit(event)
+
+    def _heal_events(self, attempt: int, warn: Callable[[str], None]) -> list[FaultInjected]:
+        if self.host_loser is None:
+            return []
+        events = []
+        for healed in self.host_loser.healed():
+            index = self._heal_index(healed.host)
+            if index is None:
+                continue
+            planned = self.planned[index]
+            if not healed.ok:  # left lost (the drill gives it back at its end); never injected
+                warn(f"drill: {planned.fault} could not be injected: {healed.detail}")
+                continue
+            self._done.add(index)
+            events.append(self._event(attempt, planned, [healed.host], healed.detail, healed.at))
+            warn(f"drill: {planned.fault}: {healed.host} is back ({healed.detail})")
+        return events
+
+    def unreported(self) -> list[FaultInjected]:
+        """The heals done after the attempt last woke (the job ended first): their events, which
+        no attempt wrote, for the drill to count."""
+        events = self._heal_events(self._view.attempt, lambda _text: None)
+        self.fired.extend(events)
+        return events
+
+    def _event(self, attempt: int, planned: Planned, hosts: Sequence[str], detail: str,
+               sent_at: float) -> FaultInjected:
+        action = planned.fault.action
+        return FaultInjected(
+            attempt=attempt, fault=str(planned.fault), action=action.value,
             trigger=planned.trigger, task=planned.tasks[0] if planned.tasks else "",
             tasks=planned.tasks, host=",".join(sorted(set(hosts))),
-            signal=action.signal.name if action.signal else "", step=view.step,
+            signal=action.signal.name if action.signal else "", step=self._view.step,
             detail=detail, sent_at=sent_at)
+
+    def _record(self, control: TaskControl, planned: Planned, hosts: Sequence[str], detail: str,
+                sent_at: float) -> None:
+        view = self._seen(control)
+        event = self._event(control.attempt, planned, hosts, detail, sent_at)
         self.fired.append(event)
         control.emit(event)
         what = f" ({detail})" if detail else ""
-        control.warn(f"drill: {planned.fault} injected into {', '.join(planned.tasks) or '-'} "
-                     f"at step {view.step}{what}")
-        return True
+        hurt = (", ".join(hosts) if planned.fault.action is Action.LOSE_HOST
+                else ", ".join(planned.tasks) or "-")
+        control.warn(f"drill: {planned.fault} injected into {hurt} at step {view.step}{what}")

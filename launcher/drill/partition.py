@@ -41,6 +41,11 @@ def _ip(*args: str) -> str:
     return done.stdout
 
 
+def set_link(link: NamespaceLink, *, up: bool) -> None:
+    """Bring ``link`` up or down inside its namespace (raises PartitionError if ``ip`` fails)."""
+    _ip("-n", link.namespace, "link", "set", link.device, "up" if up else "down")
+
+
 def find_link(address: str) -> NamespaceLink | None:
     """The namespace and link holding ``address``, if a network namespace here has it."""
     for line in _ip("netns", "list").splitlines():
@@ -82,7 +87,7 @@ class NamespacePartitioner:
     def cut(self, host: str) -> str:
         link = self.links[host]
         with self._lock:
-            _ip("-n", link.namespace, "link", "set", link.device, "down")
+            set_link(link, up=False)
             self._cut.add(host)
         timer = threading.Timer(self.heal_after_s, self.heal, (host,))
         timer.daemon = True
@@ -96,7 +101,7 @@ class NamespacePartitioner:
             if host not in self._cut:
                 return
             link = self.links[host]
-            _ip("-n", link.namespace, "link", "set", link.device, "up")
+            set_link(link, up=True)
             self._cut.discard(host)
 
     def heal_all(self) -> None:

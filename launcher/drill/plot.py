@@ -43,7 +43,7 @@ def draw(results: Sequence[ScenarioResult], path: Path) -> Path | None:
         for fault in result.figures.faults:
             ax.axvline(fault.injected_at - start, color="red", linewidth=1.5)
             ax.plot([fault.injected_at - start], [fault.step], "o", color="red", markersize=5)
-            hurt = ", ".join(fault.tasks) or "tfcluster"
+            hurt = fault.hurt or "tfcluster"
             ax.annotate(f"{fault.fault} → {hurt} @ {fault.step}",
                         (fault.injected_at - start, 1), xycoords=("data", "axes fraction"),
                         xytext=(3, -12), textcoords="offset points", color="red", fontsize=8)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from launcher.drill.figures import FaultFigures
 from launcher.drill.session import ScenarioResult
 
 COLUMNS = ("scenario", "outcome", "detection", "teardown", "recovery", "steps lost", "restarts",
@@ -47,9 +48,24 @@ def table(results: Sequence[ScenarioResult]) -> list[str]:
     return lines
 
 
+def _title(result: ScenarioResult) -> str:
+    return f"{result.name}{'' if result.repeat == 0 else f' #{result.repeat + 1}'}"
+
+
 def problems(results: Sequence[ScenarioResult]) -> list[str]:
-    return [f"{r.name}{'' if r.repeat == 0 else f' #{r.repeat + 1}'}: {p}"
-            for r in results for p in r.problems]
+    return [f"{_title(r)}: {p}" for r in results for p in r.problems]
+
+
+def notes(results: Sequence[ScenarioResult]) -> list[str]:
+    """What a reader must know beside the table (the sizes of a job that changed size)."""
+    return [f"{_title(r)}: {r.verdict.note}" for r in results if r.verdict.note]
+
+
+def _fault_line(f: FaultFigures) -> str:
+    return (f"`{f.fault}` → {f.hurt or '-'} at step {f.step}"
+            + (f", detected as {f.detected_as}" if f.detected_as else "")
+            + (f", resumed at step {f.resume_step}" if f.resume_step is not None else "")
+            + (f" ({f.detail})" if f.detail else ""))
 
 
 def write(run_dir: Path, results: Sequence[ScenarioResult], *, seed: int,
@@ -64,13 +80,10 @@ def write(run_dir: Path, results: Sequence[ScenarioResult], *, seed: int,
     lines = ["# Drill report", "", f"seed {seed}; baseline result: {baseline or '-'}", "",
              *table(results), ""]
     for result in results:
-        lines.append(f"- **{result.name}**{'' if result.repeat == 0 else f' #{result.repeat + 1}'}"
-                     f" ({result.run_dir.name}): " + "; ".join(
-                         f"`{f.fault}` → {', '.join(f.tasks) or '-'} at step {f.step}"
-                         + (f", detected as {f.detected_as}" if f.detected_as else "")
-                         + (f", resumed at step {f.resume_step}" if f.resume_step is not None
-                            else "") + (f" ({f.detail})" if f.detail else "")
-                         for f in result.figures.faults))
+        lines.append(f"- **{_title(result)}** ({result.run_dir.name}): "
+                     + "; ".join(_fault_line(f) for f in result.figures.faults))
+        if result.verdict.note:
+            lines.append(f"  - {result.verdict.note}")
     if found := problems(results):
         lines += ["", "## Problems", "", *(f"- {p}" for p in found)]
     if picture is not None:

@@ -17,9 +17,10 @@ from typing import Any
 from launcher.drill.coordinator_loss import ChildRunner, LossReport, run_with_coordinator_loss
 from launcher.drill.faults import Action, Fault
 from launcher.drill.figures import RunFigures, run_figures
+from launcher.drill.host_loss import HostLosses, locate_losses, restore_or_say
 from launcher.drill.injector import FaultInjector, Planned, resolve
 from launcher.drill.partition import NamespaceLink, NamespacePartitioner, locate
-from launcher.drill.verdict import Verdict, compare, final_result
+from launcher.drill.verdict import Verdict, attempt_sizes, compare, final_result
 from launcher.job.hooks import AttemptHooks
 from launcher.run.directory import EVENTS_FILE
 from launcher.run.event_log import read_events
@@ -67,6 +68,7 @@ class ScenarioResult:
                          "trigger": p.trigger} for p in self.planned],
             "exit_code": self.exit_code, **self.figures.to_dict(),
             "result": self.verdict.result, "result_check": self.verdict.check.value,
+            "sizes": list(self.verdict.sizes),
             "coordinator_loss": None if self.loss is None else self.loss.to_dict(),
             "passed": self.passed, "problems": self.problems,
         }
@@ -98,17 +100,34 @@ def partition_links(spec: ClusterSpec, faults: Sequence[Fault]) -> dict[str, Nam
     return links
 
 
+@dataclass(frozen=True)
+class FaultedRun:
+    exit_code: int
+    #: ``fault_injected`` records of faults applied after the job's last attempt woke (a heal
+    #: whose host came back just before the job ended): in no ``events.jsonl``.
+    extra: tuple[dict[str, Any], ...] = ()
+
+
 def run_with_faults(spec: ClusterSpec, run_dir: Path, planned: Sequence[Planned],
-                    run_job: RunJob) -> int:
-    """Run the job with a :class:`FaultInjector` for ``planned``; every partition healed after."""
+                    run_job: RunJob) -> FaultedRun:
+    """Run the job with a :class:`FaultInjector` for ``planned``; every partition healed and every
+    lost host given back after, whatever happened."""
     checkpoint_dir = spec.checkpoint.dir if spec.checkpoint is not None else None
-    partitioner = NamespacePartitioner(partition_links(spec, [p.fault for p in planned]),
+    faults = [p.fault for p in planned]
+    partitioner = NamespacePartitioner(partition_links(spec, faults),
                                        heal_after_s=spec.health.heartbeat_timeout_s + 1.0)
-    injector = FaultInjector(planned, checkpoint_dir=checkpoint_dir, partitioner=partitioner)
+    losses = HostLosses(locate_losses(spec, faults))
+    injector = FaultInjector(planned, checkpoint_dir=checkpoint_dir, partitioner=partitioner,
+                             host_loser=losses)
     try:
-        return run_job(spec, run_dir, injector)
+        code = run_job(spec, run_dir, injector)
     finally:
-        partitioner.heal_all()
+        try:
+            partitioner.heal_all()
+        finally:
+            restore_or_say(losses)
+    return FaultedRun(code, tuple({"ts": e.sent_at, "event": e.event_name, **e.record()}
+                                  for e in injector.unreported()))
 
 
 def run_baseline(plan: Plan, run_dir: Path, run_job: RunJob) -> tuple[str | None, int]:
@@ -154,12 +173,15 @@ def run_scenario(plan: Plan, name: str, faults: Sequence[Fault], *, repeat: int,
         extra += [loss.event] if loss.event is not None else []
         planned = [*planned, *resolve(losses, task_hosts, plan.seed + repeat)]
     else:
-        code = run_with_faults(spec, run_dir, planned, run_job)
+        run = run_with_faults(spec, run_dir, planned, run_job)
+        code = run.exit_code
+        extra += run.extra
     path = run_dir / EVENTS_FILE
     events = read_events(path, torn_ok=True) if path.exists() else []
+    verdict = compare(final_result(run_dir), baseline, attempt_sizes(events))
     result = ScenarioResult(name, repeat, run_dir, tuple(faults), tuple(planned), code,
-                            run_figures(events, extra), compare(final_result(run_dir), baseline),
-                            loss, checkpointing=spec.checkpoint is not None)
+                            run_figures(events, extra), verdict, loss,
+                            checkpointing=spec.checkpoint is not None)
     if loss is not None:
         result.problems.extend(loss.problems)
     judge(result)

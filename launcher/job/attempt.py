@@ -27,9 +27,10 @@ from launcher.job.agents import (
 from launcher.job.failure_log import FailureLog
 from launcher.job.health import HealthIssue, HealthMonitor
 from launcher.job.hooks import AttemptHooks
-from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt
+from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt, Resize
 from launcher.job.state import JobState
 from launcher.job.task_health import TaskHealthWatch
+from launcher.job.task_reports import handle_report
 from launcher.job.tasks import TaskState, TaskTable
 from launcher.output.console import Console
 from launcher.output.task_logs import TaskLogs
@@ -40,15 +41,13 @@ from launcher.run.events import (
     AttemptStarted,
     Event,
     JobStopping,
-    ModelExported,
     TaskExited,
-    TaskPreempted,
     TaskProgress,
     TaskStarted,
 )
 from launcher.run.failures import FailureKind, format_report
 from launcher.run.outcome import AttemptResult, AttemptStatus
-from launcher.spec.model import HealthSpec
+from launcher.spec.health import HealthSpec
 from worker.wire.protocol import (
     AgentError,
     DumpStacks,
@@ -62,7 +61,6 @@ from worker.wire.protocol import (
     Terminate,
     Terminated,
 )
-from worker.wire.reports import ReportKind
 
 Emit = Callable[[Event], None]
 
@@ -102,6 +100,7 @@ class AttemptRunner:
         self.stopping_since: float | None = None
         self.terminate_at: float | None = None  # graceful stop: TERM only after this
         self.interrupt: Interrupt | None = None
+        self.resize: Resize | None = None  # stopped to restart at another size
         self.started_at = clock()
         self.first_progress_at: float | None = None
         self.health = HealthMonitor(health, self.started_at)
@@ -132,7 +131,9 @@ class AttemptRunner:
 
     def _result(self) -> AttemptResult:
         status = (AttemptStatus.INTERRUPTED if self.interrupt is not None
-                  else AttemptStatus.FAILED if self.failures or not self.tasks.all_succeeded
+                  else AttemptStatus.FAILED if self.failures
+                  else AttemptStatus.RESIZED if self.resize is not None
+                  else AttemptStatus.FAILED if not self.tasks.all_succeeded
                   else AttemptStatus.SUCCEEDED)
         return AttemptResult(
             attempt=self.plan.attempt, status=status, started_at=self.started_at,
@@ -141,7 +142,9 @@ class AttemptRunner:
             max_step=self.tasks.max_step(), first_progress_at=self.first_progress_at,
             interrupt_signal=None if self.interrupt is None else self.interrupt.name,
             bad_checkpoints=frozenset(self.bad_checkpoints),
-            spares_rss_bytes=sum(self.spares_rss.values()))
+            spares_rss_bytes=sum(self.spares_rss.values()),
+            resized=None if self.resize is None else self.resize.reason,
+            placement={str(t.task): t.host for t in self.plan.tasks}, workers=self.plan.workers)
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -168,7 +171,7 @@ class AttemptRunner:
                 self._check_health()
 
     def _dispatch(self, item: InboxItem) -> None:
-        if isinstance(item, Interrupt):
+        if isinstance(item, Interrupt | Resize):
             self._on_interrupt(item)
         elif isinstance(item, AgentClosed):
             self._on_agent_closed(item)
@@ -203,8 +206,14 @@ class AttemptRunner:
         elif isinstance(message, AgentError):
             self.console.error(self.redact(f"agent on {host}: {message.message}"))
 
-    def _on_interrupt(self, item: Interrupt) -> None:
-        if self.interrupt is None:
+    def _on_interrupt(self, item: Interrupt | Resize) -> None:
+        if isinstance(item, Resize):  # every task saves (SIGTERM) and the job restarts resized
+            if self.stopping_since is None:
+                self.resize = item
+                self.console.warn(f"{item.reason}: stopping every task, which may save first "
+                                  f"(grace {self.plan.grace_period_s:g}s)")
+                self._stop(item.reason)
+        elif self.interrupt is None:
             self.interrupt = item
             self.console.warn(f"got {item.name}: stopping every task "
                               f"(grace {self.plan.grace_period_s:g}s; again to kill now)")
@@ -278,19 +287,8 @@ class AttemptRunner:
         return host if self.agents.send(host, SignalTasks(signal=sig.name, task=task)) else None
 
     def _on_report(self, message: TaskReport) -> None:
-        if message.kind == ReportKind.RESTORE_FAILED:
-            checkpoint = str(message.data.get("checkpoint", ""))
-            self.tasks[message.task].restore_failed = checkpoint
-            self.bad_checkpoints.add(checkpoint)
-            self.console.warn(self.redact(f"{message.task} could not restore {checkpoint}: "
-                                          f"{message.data.get('error', '')}"))
-        elif message.kind == ReportKind.PREEMPTED:
-            self.emit(TaskPreempted(self.attempt, task=message.task,
-                                    step=message.data.get("step")))
-        elif message.kind == ReportKind.EXPORTED:
-            self.emit(ModelExported.from_report(self.attempt, message.task, message.data))
-        elif message.kind != ReportKind.READY:
-            self.console.say(self.redact(f"{message.task} reported {message.kind}: {message.data}"))
+        handle_report(message, self.attempt, tasks=self.tasks, bad=self.bad_checkpoints,
+                      emit=self.emit, console=self.console, redact=self.redact)
 
     def _on_exited(self, host: str, message: Exited, received_at: float) -> None:
         runtime = self.tasks[message.task]
@@ -359,8 +357,8 @@ class AttemptRunner:
     def _grace_s(self) -> float:
         """TERM -> KILL: the full grace when tasks may still save (interrupt, preemption), the
         short failure grace for the survivors of a crash."""
-        if self.interrupt is not None or self.terminate_at is not None \
-                or self.plan.failure_grace_period_s is None:
+        if self.interrupt is not None or self.resize is not None \
+                or self.terminate_at is not None or self.plan.failure_grace_period_s is None:
             return self.plan.grace_period_s
         return self.plan.failure_grace_period_s
 

@@ -28,32 +28,33 @@ from typing import Any
 from launcher.backends.base import AgentClosed
 from launcher.backends.engine import Backend, Session
 from launcher.backends.session import PlainSession
-from launcher.chief.checkpoints import CheckpointFS, latest_checkpoint, remove_worker_temp_dirs
+from launcher.chief.checkpoints import remove_worker_temp_dirs
 from launcher.job.agents import AgentSet
 from launcher.job.attempt import AttemptRunner
 from launcher.job.health import in_force
-from launcher.job.hooks import AttemptHooks
+from launcher.job.hooks import AttemptHooks, HookList
 from launcher.job.inbox import Inbox, InboxItem, Interrupt
 from launcher.job.policy import Action, Decision, decide
+from launcher.job.pool_keeper import GrowWatch, HostsWaitInterrupted, PoolKeeper
 from launcher.job.preemption_notices import PreemptionNotices
 from launcher.job.reservation import Reservation, reserve
 from launcher.job.resume import FRESH, StartingPoint
+from launcher.job.resume_point import find_resume
 from launcher.job.seams import LoopSeams
 from launcher.job.state import JobState, JobStateMachine
 from launcher.job.task_health import TaskHealthWatch
 from launcher.output.console import Console
-from launcher.plan.planner import HostPlan, LaunchPlan, Planner, ResumePoint
+from launcher.plan.planner import LaunchPlan, Planner, ResumePoint
+from launcher.plan.pool import TooFewHosts
 from launcher.plan.ports import port_is_free
 from launcher.run.directory import RunDir, RunDirError
 from launcher.run.event_log import EventLog, Listener
 from launcher.run.events import (
-    CheckpointFound,
     Event,
     JobFailed,
     JobRestarting,
     JobStarted,
     JobSucceeded,
-    SkippedCheckpoint,
 )
 from launcher.run.failures import TaskFailure, exit_code_for_signal
 from launcher.run.outcome import AttemptResult, AttemptStatus
@@ -112,6 +113,15 @@ class Coordinator:
         self._notices = PreemptionNotices()
         self._port_tasks = planner.ports_to_allocate
         self.watch = TaskHealthWatch.for_run(self.spec.health, run_dir.path, self._emit, console.warn)
+        self.keeper: PoolKeeper | None = None  # a pool's (launcher.job.pool_keeper)
+        self.grow: GrowWatch | None = None
+        self.exhausted: TooFewHosts | None = None
+        if planner.pool is not None:
+            self.keeper = PoolKeeper(planner.pool, backend, job=self.spec.name, console=console,
+                                     emit=self._emit, clock=self.clock)
+            self.grow = GrowWatch(self.keeper, self._to_inbox,
+                                  lambda work: seams.spawn("grow-probe", work))
+            self.hooks = HookList(hooks, self.grow)
 
     # --- entry points ------------------------------------------------------------------------
 
@@ -139,7 +149,8 @@ class Coordinator:
                     result = self._run_job(reservation.ports)
                 finally:
                     self._end_agents()
-                self._tidy_checkpoint_dir()
+                if self.exhausted is None:
+                    self._tidy_checkpoint_dir()
                 self.run_dir.write_summary(self._summary(result, started))
             except OSError as exc:
                 if not self.run_dir.caused(exc):
@@ -249,8 +260,10 @@ class Coordinator:
         attempt = self.start.first_attempt  # after the last attempt, for tfcluster run --resume
         resume = self.start.resume(self.planner, ports, history, self._after_failure, self._emit)
         while True:
+            if self.keeper is not None and (ended := self._place(attempt)) is not None:
+                return ended
             launch_plan = self.planner.plan(attempt, ports, resume, history)
-            for event in self.session.attempt_events(attempt, history):
+            for event in self.session.attempt_events(attempt, history, launch_plan.hosts):
                 self._emit(event)
             self._fresh_queue()
             result = AttemptRunner(
@@ -260,8 +273,10 @@ class Coordinator:
                 clock=self.clock, watch=self.watch).run()
             self.bad_checkpoints |= result.bad_checkpoints
             result = dataclasses.replace(result, preemption_notice=self._notices.of(attempt))
-            if result.status is AttemptStatus.FAILED:
+            if result.status in (AttemptStatus.FAILED, AttemptStatus.RESIZED):
                 result, resume = self._after_failure(launch_plan, result, resume)
+            if self.keeper is not None:
+                self.keeper.after_attempt(result, self.grow.back if self.grow else ())
             history.append(result)
             decision = decide(history, spec.restart, ports_allocated=bool(self._port_tasks))
             if decision.action is Action.SUCCEED:
@@ -290,6 +305,23 @@ class Coordinator:
                                   exit_code=exit_code_for_signal(interrupt.signum))
             attempt += 1
 
+    def _place(self, attempt: int) -> JobResult | None:
+        """Place ``attempt`` from the pool; the job's end when no placement can be had."""
+        assert self.keeper is not None
+        self.agents.drop(set(self.agents.handles) - set(self.keeper.pool.usable), 1.0)
+        try:
+            self.keeper.place(attempt, self._wait)
+        except TooFewHosts as exc:
+            if self.session.requeues_without_hosts:
+                raise  # the engine ends the run, to be run again without them
+            self.exhausted = exc
+            return self._fail(self.history, Decision(Action.FAIL, str(exc)), exit_code=1)
+        except HostsWaitInterrupted as stop:
+            return self._fail(self.history, Decision(
+                Action.FAIL, f"tfcluster was stopped by {stop.interrupt.name}"),
+                exit_code=exit_code_for_signal(stop.interrupt.signum))
+        return None
+
     def _ports_free(self, ports: dict[TaskId, int], wait_s: float = PORT_FREE_WAIT_S) -> bool:
         """Whether the previous attempt's local ports can be bound again (every process that
         held them is gone); waits briefly for the kernel to release them."""
@@ -307,41 +339,9 @@ class Coordinator:
     def _after_failure(self, launch_plan: LaunchPlan, result: AttemptResult,
                        previous: ResumePoint | None) -> tuple[AttemptResult, ResumePoint | None]:
         """Find the checkpoint the next attempt resumes from; clear non-chief leftovers."""
-        directory = launch_plan.checkpoint_dir
-        if directory is None:
-            return result, previous
-        chief = launch_plan.chief_host
-        with self.backend.chief_files.fs(chief) as fs:
-            return self._find_resume(launch_plan, result, previous, directory=directory,
-                                     chief=chief, fs=fs)
-
-    def _find_resume(self, launch_plan: LaunchPlan, result: AttemptResult,
-                     previous: ResumePoint | None, *, directory: str, chief: HostPlan,
-                     fs: CheckpointFS | None) -> tuple[AttemptResult, ResumePoint | None]:
-        if fs is None:
-            self.console.warn(f"cannot read the chief's checkpoints on {chief.name}; "
-                              "the next attempt starts without a resume checkpoint")
-            return result, previous
-        removed = remove_worker_temp_dirs(directory, fs)
-        if removed:
-            self.console.say(f"removed {len(removed)} non-chief checkpoint copies")
-        found = latest_checkpoint(directory, fs, bad=self.bad_checkpoints)
-        for skipped in found.skipped:
-            self.console.warn(f"skipping checkpoint {skipped.prefix}: {skipped.reason}")
-        checkpoint = found.checkpoint
-        resume = None
-        if checkpoint is not None:
-            resume = ResumePoint(checkpoint.prefix, checkpoint.step)
-            self._emit(CheckpointFound(
-                attempt=launch_plan.attempt, step=checkpoint.step, checkpoint=checkpoint.prefix,
-                directory=found.directory,
-                skipped=tuple(SkippedCheckpoint(s.prefix, s.reason) for s in found.skipped)))
-        before = -1 if previous is None or previous.step is None else previous.step
-        after = -1 if checkpoint is None or checkpoint.step is None else checkpoint.step
-        result = dataclasses.replace(
-            result, checkpoint_step=None if checkpoint is None else checkpoint.step,
-            made_progress=after > before)
-        return result, resume
+        return find_resume(launch_plan, result, previous, chief_files=self.backend.chief_files,
+                           bad=self.bad_checkpoints, console=self.console, emit=self._emit,
+                           shared_dir=self.keeper is not None)
 
     def _fail(self, history: list[AttemptResult], decision: Decision,
               exit_code: int | None = None) -> JobResult:

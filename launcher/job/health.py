@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from launcher.run.failures import FailureKind
 from launcher.run.outcome import AttemptResult
-from launcher.spec.model import HealthSpec
+from launcher.spec.health import HealthSpec
 
 
 def startup_timeout_set(health: HealthSpec) -> bool:

@@ -3,6 +3,7 @@ reaches the tasks without the attempt knowing about drills."""
 
 from __future__ import annotations
 
+import math
 import signal
 from typing import Protocol
 
@@ -53,3 +54,17 @@ class AttemptHooks(Protocol):
     def on_tick(self, control: TaskControl, now: float) -> float:
         """Called each time the running attempt's loop wakes (``now`` on its clock); returns when
         the hook next wants to be called (``math.inf`` for "only when something happens")."""
+
+
+class HookList:
+    """Several hooks as one (a drill's and the pool's grow watch)."""
+
+    def __init__(self, *hooks: AttemptHooks | None) -> None:
+        self.hooks = [hook for hook in hooks if hook is not None]
+
+    def on_progress(self, control: TaskControl, task: str, step: int) -> None:
+        for hook in self.hooks:
+            hook.on_progress(control, task, step)
+
+    def on_tick(self, control: TaskControl, now: float) -> float:
+        return min((hook.on_tick(control, now) for hook in self.hooks), default=math.inf)

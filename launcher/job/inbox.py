@@ -27,7 +27,15 @@ class Interrupt:
         return signal.Signals(self.signum).name
 
 
-InboxItem = AgentEvent | Interrupt | AgentUp | AgentDown
+@dataclass(frozen=True)
+class Resize:
+    """Stop the attempt gracefully to restart the job at another size (hosts came back)."""
+
+    reason: str
+    hosts: tuple[str, ...]
+
+
+InboxItem = AgentEvent | Interrupt | AgentUp | AgentDown | Resize
 
 
 class Inbox(Protocol):

@@ -12,7 +12,7 @@ from enum import Enum
 
 from launcher.run.failures import FailureKind
 from launcher.run.outcome import AttemptResult, AttemptStatus
-from launcher.spec.model import RestartSpec
+from launcher.spec.health import RestartSpec
 
 #: Start-up port clashes are retried on fresh ports this many times, outside the restart budget.
 MAX_PORT_RETRIES = 5
@@ -128,6 +128,9 @@ def decide(history: Sequence[AttemptResult], restart: RestartSpec,
         return Decision(Action.SUCCEED, "every task exited 0")
     if last.status is AttemptStatus.INTERRUPTED:
         return Decision(Action.FAIL, f"tfcluster was stopped by {last.interrupt_signal}")
+    if last.status is AttemptStatus.RESIZED:
+        return Decision(Action.RESTART, f"{last.resized} (not counted against "
+                        "restart.max_restarts)")
     kind = last.cause_kind
     if kind is FailureKind.STEP_MISMATCH:
         return Decision(Action.FAIL, "the tasks started from different steps; a restart would "

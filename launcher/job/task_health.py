@@ -21,7 +21,7 @@ from launcher.job.memory import MIB, MemoryReading, oom_note, warning_text
 from launcher.job.straggler import StepRate, StragglerDetector, slowest
 from launcher.output.metrics import JobFigures, MetricsSink, Report
 from launcher.run.events import Event, JobHealth, TaskMemoryHigh, TaskStraggling
-from launcher.spec.model import HealthSpec
+from launcher.spec.health import HealthSpec
 from worker.wire.protocol import Exited, Heartbeat, Progress, Started
 
 #: ``job_health`` is emitted at most this often (or every half straggler window if shorter).

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from launcher.spec.model import ClusterSpec
-from launcher.spec.rules import TaskSlot
 from worker.wire.tfconfig import EVALUATOR, TaskId
 
 #: Interpreter used on remote hosts when the spec does not name one.
@@ -108,14 +107,22 @@ def named_placement(spec: ClusterSpec, *, local_python: str,
     hosts: dict[str, PlacedHost] = {}
     for slot in slots:
         if slot.host not in hosts:
-            hosts[slot.host] = _named_host(spec, slot, local_python, local_address)
+            hosts[slot.host] = named_host(spec, slot.host, local_python, local_address)
     return Placement(hosts=tuple(hosts.values()),
                      tasks=tuple(PlacedTask(s.task, s.host, s.port) for s in slots))
 
 
-def _named_host(spec: ClusterSpec, slot: TaskSlot, local_python: str,
-                local_address: str) -> PlacedHost:
-    name = slot.host
+def listed_pool(spec: ClusterSpec, *, local_python: str,
+                local_address: str = LOCAL_ADDRESS) -> tuple[PlacedHost, ...]:
+    """The hosts of ``placement.hosts``, in order, as :func:`named_placement` places them."""
+    pool = spec.pool
+    names = pool.hosts if pool is not None and pool.hosts is not None else ()
+    return tuple(named_host(spec, name, local_python, local_address) for name in names)
+
+
+def named_host(spec: ClusterSpec, name: str, local_python: str,
+               local_address: str) -> PlacedHost:
+    """Host ``name`` of ``spec``: this machine's, or one reached over SSH."""
     if spec.is_local(name):
         return PlacedHost(name=name, address=local_address, local=True,
                           python=spec.python or local_python, resolves_paths=True, where="local")

@@ -24,10 +24,18 @@ from launcher.plan.placement import (
     absolute,
     needs_port,
 )
+from launcher.plan.pool import HostPool
 from launcher.spec.model import ClusterSpec
 from worker.wire import env
 from worker.wire.protocol import Launch, TaskLaunch
-from worker.wire.tfconfig import TaskId, TFConfig, build_cluster, checkpoint_writer, task_order
+from worker.wire.tfconfig import (
+    EVALUATOR,
+    TaskId,
+    TFConfig,
+    build_cluster,
+    checkpoint_writer,
+    task_order,
+)
 
 
 class PlanError(TfclusterError):
@@ -97,6 +105,11 @@ class LaunchPlan:
     def tasks(self) -> tuple[TaskPlan, ...]:
         tasks = (t for h in self.hosts for t in h.tasks)
         return tuple(sorted(tasks, key=lambda t: task_order(t.task)))
+
+    @property
+    def workers(self) -> int:
+        """Training tasks (chief and workers) the attempt runs."""
+        return sum(1 for t in self.tasks if t.task.type != EVALUATOR)
 
     @property
     def ports(self) -> dict[str, int]:
@@ -213,6 +226,7 @@ def plan(spec: ClusterSpec, placement: Placement, *, attempt: int, run_dir: str,
     checkpoint_dir = _checkpoint_dir(spec, placement, base_dir)
     base_env = {"PYTHONUNBUFFERED": "1", **spec.env}
     slices = gpu_slices(spec)
+    workers = sum(1 for placed in placement.tasks if placed.task.type != EVALUATOR)
     host_tasks: dict[str, list[TaskPlan]] = {}
     for placed in placement.tasks:
         host = placement.host(placed.host)
@@ -225,6 +239,8 @@ def plan(spec: ClusterSpec, placement: Placement, *, attempt: int, run_dir: str,
             env.ATTEMPT: str(attempt),
             env.RUN_DIR: run_dir,
             env.GRACE_PERIOD_S: repr(spec.health.grace_period_s),
+            env.NUM_WORKERS: str(workers),
+            env.MAX_WORKERS: str(spec.max_workers),
             **device_env(slices, placed.task),
         }
         if checkpoint_dir is not None:
@@ -267,6 +283,8 @@ class Planner:
     place: Place
     run_dir: str = ""
     base_dir: str = "."
+    #: The pool's standing, when the spec places its tasks from a pool (``place`` is its own).
+    pool: HostPool | None = None
 
     def placement(self, history: Sequence[PastAttempt] = ()) -> Placement:
         return self.place(self.spec, history)

@@ -15,7 +15,8 @@ from typing import Any
 from launcher.plan.placement import SSH_PORT
 from launcher.plan.planner import LaunchPlan
 from launcher.plan.secrets import masked, redact_argv
-from launcher.spec.model import ClusterSpec, HealthSpec
+from launcher.spec.health import HealthSpec
+from launcher.spec.model import ClusterSpec
 from worker.wire import env
 
 _SHOWN_APART = {env.TF_CONFIG}

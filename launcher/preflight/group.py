@@ -37,11 +37,12 @@ def run_preflight(launch_plan: LaunchPlan, runner: ProbeRunner) -> PreflightRepo
     order. Returns within the runner's ``timeout_s`` plus a small margin (twice that when the
     chief's marker goes first) whatever the hosts do."""
     started = time.monotonic()
-    chief = launch_plan.chief_host.name
-    directory = launch_plan.checkpoint_dir
+    # a plan without tasks probes its hosts alone (a pool's hosts, before they are used)
+    chief = launch_plan.chief_host.name if launch_plan.tasks else None
+    directory = launch_plan.checkpoint_dir if chief is not None else None
     ports = {h.name: tuple(t.port for t in h.tasks if t.port) for h in launch_plan.hosts}
     reports: dict[str, HostReport] = {}
-    if runner.shared_checkpoint_dir and directory is not None:
+    if runner.shared_checkpoint_dir and directory is not None and chief is not None:
         marker = Marker("write", directory, uuid.uuid4().hex)
         first = HostWork(launch_plan.chief_host, ports[chief], None, marker)
         reports.update(_probe_all([first], runner))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -13,6 +14,7 @@ class AttemptStatus(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     INTERRUPTED = "interrupted"  # tfcluster itself got SIGINT / SIGTERM
+    RESIZED = "resized"  # stopped gracefully to run at another size (a host came back)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,11 @@ class AttemptResult:
     #: it saw none. A task that exits with the preemption code without one (and without a newer
     #: checkpoint) was not preempted as far as tfcluster can tell.
     preemption_notice: str | None = None
+    #: Why tfcluster stopped the attempt to restart it at another size (status RESIZED).
+    resized: str | None = None
+    #: Task name -> host, and the training tasks (chief and workers) the attempt ran.
+    placement: Mapping[str, str] = field(default_factory=dict)
+    workers: int | None = None
 
     @property
     def cause_kind(self) -> FailureKind | None:
@@ -49,6 +56,13 @@ class AttemptResult:
     @property
     def root_cause(self) -> TaskFailure | None:
         return root_cause(self.failures)
+
+    @property
+    def failed_hosts(self) -> frozenset[str]:
+        """Where the attempt's root cause failed (a host that keeps failing is left out)."""
+        cause = self.root_cause
+        return frozenset() if cause is None or cause.kind is FailureKind.LOST_HOST \
+            else frozenset({cause.host})
 
     @property
     def lost_hosts(self) -> frozenset[str]:
@@ -97,5 +111,8 @@ class AttemptResult:
             "interrupt_signal": self.interrupt_signal,
             "spares_rss_bytes": self.spares_rss_bytes,
             "preemption_notice": self.preemption_notice,
+            "resized": self.resized,
+            "placement": dict(self.placement),
+            "workers": self.workers,
             "counted_against_budget": self.charged,
         }

@@ -29,13 +29,11 @@ from pydantic import (
 )
 
 from launcher.spec.errors import FieldProblems
+from launcher.spec.health import HealthSpec, RestartSpec
 from launcher.spec.limits import (
     PathText,
     Text,
     Word,
-    check_heartbeat_interval,
-    check_restarts,
-    check_seconds,
     check_task_count,
     check_text,
     env_entry_problem,
@@ -44,7 +42,12 @@ from launcher.spec.limits import (
     scalar_to_str,
     show_text,
 )
-from launcher.spec.placement import SlurmPlacement, placement_problems
+from launcher.spec.placement import (
+    PlacementSpec,
+    SlurmSection,
+    effective_placement,
+    placement_problems,
+)
 from launcher.spec.resources import ResourcesSpec, resource_problems
 from launcher.spec.rules import (
     SINGLETON_LIMITS,
@@ -54,7 +57,7 @@ from launcher.spec.rules import (
     is_local,
     tf_config_size,
 )
-from worker.wire.env import PREEMPTION_EXIT_CODE, TF_CONFIG, TF_RESTART_EXIT_CODE
+from worker.wire.env import TF_CONFIG
 from worker.wire.tfconfig import checkpoint_writer
 
 #: Env var names tfcluster sets itself, so a spec may not set them.
@@ -102,16 +105,7 @@ HostName = Annotated[str, AfterValidator(_check_host_name)]
 Port = Annotated[int, Field(strict=True, ge=1, le=_MAX_PORT)]
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
 EnvValue = Annotated[str, BeforeValidator(scalar_to_str), AfterValidator(check_text)]
-Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False),
-                    AfterValidator(check_seconds)]
-#: A duration that may be zero (no wait).
-Delay = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False), AfterValidator(check_seconds)]
 NonEmptyStr = Annotated[Text, Field(min_length=1)]
-#: A process exit code a task can end with (0 is success, so never a preemption).
-ExitCode = Annotated[int, Field(strict=True, ge=1, le=255)]
-
-#: TensorFlow's PreemptionCheckpointHandler (42; 143 on GCE) and the worker helpers (143).
-DEFAULT_PREEMPTION_EXIT_CODES = (TF_RESTART_EXIT_CODE, PREEMPTION_EXIT_CODE)
 
 #: Each model's validator is built when a spec is first validated (``defer_build``), as one
 #: schema for the whole spec, not once per section at import: tfcluster starts a few ms sooner.
@@ -220,73 +214,6 @@ class CheckpointSpec(BaseModel):
     dir: PathText
 
 
-class RestartSpec(BaseModel):
-    """How often the whole job is restarted after a task fails, and how long to wait between."""
-
-    model_config = _FROZEN
-
-    max_restarts: Annotated[int, Field(strict=True, ge=0), AfterValidator(check_restarts)] = 3
-    backoff_s: Delay = 1.0
-    backoff_max_s: Delay = 30.0
-    #: Give up early when this many consecutive failed attempts made no checkpoint progress
-    #: (a crash loop); null turns the check off.
-    crash_loop_attempts: Annotated[int, Field(strict=True, ge=1)] | None = 3
-    #: Exit codes that mean "saved, restart me" (a graceful preemption). Such a restart is not
-    #: counted against ``max_restarts`` when a newer checkpoint or a preemption notice shows it
-    #: was one; the other tasks get the full ``health.grace_period_s`` to finish their save.
-    preemption_exit_codes: Annotated[list[ExitCode], Field(min_length=1)] = list(
-        DEFAULT_PREEMPTION_EXIT_CODES)
-    #: Keep, on every host, one pre-started interpreter per task that has already imported
-    #: ``entrypoint.preload``: a restart hands the new attempt to it instead of starting cold.
-    warm_spares: Annotated[bool, Field(strict=True)] = False
-    #: With warm spares, for scripts that never report a step (``worker.report``): start the
-    #: spares this long after an attempt started (a reported step starts them at once).
-    spare_fill_delay_s: Delay = 30.0
-
-    @model_validator(mode="after")
-    def _backoff_order(self) -> RestartSpec:
-        if self.backoff_max_s < self.backoff_s:
-            raise FieldProblems([("backoff_max_s", f"must be at least backoff_s ({self.backoff_s})")])
-        return self
-
-
-class HealthSpec(BaseModel):
-    """Deadlines after which a task counts as failed to start, hung, or slow to stop."""
-
-    model_config = _FROZEN
-
-    #: No training step this long after a task started: stuck. Enforced when set in the spec,
-    #: or (the default) once an earlier attempt of the job reported steps; null: never.
-    startup_timeout_s: Seconds | None = 300.0
-    #: A task that reported steps but no new one for this long is hung; null turns it off.
-    hang_timeout_s: Seconds | None = 120.0
-    #: TERM -> KILL delay when tfcluster stops tasks that may still save (Ctrl-C, preemption).
-    grace_period_s: Seconds = 10.0
-    #: TERM -> KILL delay for the survivors of a failed task: under MWMS they are stuck in a
-    #: collective with a dead peer, cannot save anything, and often ignore TERM (measured on the
-    #: digits example: the survivor outlived TERM by the whole 2 s the default used to be).
-    failure_grace_period_s: Seconds = 0.5
-    heartbeat_interval_s: Annotated[Seconds, AfterValidator(check_heartbeat_interval)] = 1.0
-    #: An agent that sends nothing (not even a heartbeat) this long is a lost host.
-    heartbeat_timeout_s: Seconds = 15.0
-    #: A task whose steps/s stay below this fraction of the others' median for
-    #: ``straggler_window_s`` is flagged as a straggler (event ``task_straggling``).
-    straggler_ratio: Annotated[float, Field(strict=False, gt=0, lt=1, allow_inf_nan=False)] = 0.5
-    straggler_window_s: Seconds = 30.0
-    #: Warn (event ``task_memory_high``) when a task's RSS passes this fraction of its memory
-    #: limit: ``memory_limit_mib``, or by default its RSS plus what its host still has available.
-    memory_warn_ratio: Annotated[float, Field(strict=False, gt=0, le=1, allow_inf_nan=False)] = 0.9
-    memory_limit_mib: Annotated[int, Field(strict=True, ge=1)] | None = None
-
-    @model_validator(mode="after")
-    def _heartbeat_order(self) -> HealthSpec:
-        if self.heartbeat_timeout_s <= self.heartbeat_interval_s:
-            raise FieldProblems([("heartbeat_timeout_s",
-                              f"must be longer than heartbeat_interval_s "
-                              f"({self.heartbeat_interval_s})")])
-        return self
-
-
 class ClusterSpec(BaseModel):
     """A whole job: what to run, where, and how to keep it healthy. Valid once constructed."""
 
@@ -303,8 +230,10 @@ class ClusterSpec(BaseModel):
     tasks: Annotated[list[TaskGroupSpec], Field(min_length=1)]
     restart: RestartSpec = Field(default_factory=RestartSpec)
     health: HealthSpec = Field(default_factory=HealthSpec)
+    #: Place the tasks from a pool of hosts, spares and elastic size (launcher.spec.placement).
+    placement: PlacementSpec | None = None
     #: Place the tasks on a Slurm allocation's nodes instead of on named hosts.
-    slurm: SlurmPlacement | None = None
+    slurm: SlurmSection | None = None
     resources: ResourcesSpec | None = None  # GPUs per task (launcher.spec.resources)
     #: How many of a host's tasks may be in their start-up at once (worker.agent.startup_pacing);
     #: null: as many as the host has CPUs; 0: all at once.
@@ -331,9 +260,11 @@ class ClusterSpec(BaseModel):
 
     @model_validator(mode="after")
     def _cluster_rules(self) -> ClusterSpec:
-        if self.slurm is not None and (placed := list(
-                placement_problems(self.slurm, self.tasks, list(self.hosts)))):
+        if placed := list(placement_problems(self.placement, self.slurm, self.tasks,
+                                             list(self.hosts), self.max_workers)):
             raise FieldProblems(placed)
+        if self.placement is not None and (unknown := self._unknown_pool_hosts()):
+            raise FieldProblems(unknown)
         problems = sorted(cluster_problems(list(enumerate(self.tasks)), self.hosts, complete=True),
                           key=lambda p: path_order(p.path))
         if problems:
@@ -354,8 +285,35 @@ class ClusterSpec(BaseModel):
                               "not mean the same to every task and to tfcluster")])
         return self
 
+    def _unknown_pool_hosts(self) -> list[tuple[str, str]]:
+        problems = []
+        for position, host in enumerate(self.pool.hosts or () if self.pool else ()):
+            try:
+                _check_host_name(host)
+            except ValueError as exc:
+                problems.append((f"placement.hosts[{position}]", str(exc)))
+                continue
+            if host not in self.hosts and not self.is_local(host):
+                problems.append((f"placement.hosts[{position}]", f"{host!r} is not declared "
+                                 "under hosts: add it there (with its address)"))
+        return problems
+
+    @property
+    def pool(self) -> PlacementSpec | None:
+        """How tasks are placed from a pool of hosts (``placement``, or ``slurm``'s old
+        fields); None: every task runs on the host it names."""
+        return effective_placement(self.placement, self.slurm)
+
+    @property
+    def max_workers(self) -> int:
+        """Training tasks (chief and workers) the spec asks for: the job's full size."""
+        return sum(g.count for g in self.tasks if g.type != "evaluator")
+
     def _chief_host(self) -> str | None:
         """Host of the task that writes checkpoints (:func:`worker.wire.tfconfig.checkpoint_writer`)."""
+        if self.pool is not None and self.pool.hosts is not None:
+            remote = [h for h in self.pool.hosts if not self.is_local(h)]
+            return remote[0] if remote else self.pool.hosts[0]
         slots = self.task_slots()
         writer = checkpoint_writer(s.task for s in slots)
         return next((s.host for s in slots if s.task == writer), None)
@@ -363,8 +321,11 @@ class ClusterSpec(BaseModel):
     @property
     def engine(self) -> str:
         """What runs the job: a module of ``launcher.backends`` (ARCHITECTURE.md, "Engines")."""
-        remote = any(not self.is_local(slot.host) for slot in self.task_slots())
-        return "slurm" if self.slurm is not None else "ssh" if remote else "local"
+        if self.slurm is not None or (self.pool is not None and self.pool.hosts is None):
+            return "slurm"
+        names = self.pool.hosts if self.pool is not None and self.pool.hosts else \
+            [slot.host for slot in self.task_slots()]
+        return "ssh" if any(not self.is_local(name) for name in names) else "local"
 
     def is_local(self, host: str) -> bool:
         """True if ``host`` is this machine: a local name not declared under ``hosts``."""

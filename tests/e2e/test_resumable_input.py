@@ -4,6 +4,9 @@
 makes the job resume on the exact next batch and end with the very weights of an uninterrupted
 run. (The custom loop's side, the same helper positioned by ``TrainingCheckpoint.restore``, is
 what ``test_digits.py`` and ``test_amp_accumulate.py`` check with their hashes.)
+
+An elastic job resumed with another worker count trains on the same global batches: that part
+runs the helper in this process, handing it the ``InputContext`` MWMS gives each worker (seconds).
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ from __future__ import annotations
 import re
 import signal
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.e2e.tfjobs import TEST_TIMEOUT_S, finished, requires_tf, signal_task, tf_job, wait_for_file
 from tests.support.jobs import REPO, write_spec
+from worker.data import resumable_input
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT_S), requires_tf]
 
@@ -68,3 +74,64 @@ def test_keras_fit_killed_mid_epoch_ends_with_the_weights_of_an_uninterrupted_ru
     assert run.first_steps(1) == {step + 1}  # the very next batch
     assert run.events[-1]["event"] == "job_succeeded"
     assert run.final_hash() == reference.final_hash()
+
+
+# --- elastic: the same global batches at every worker count (in this process, no job) -----------
+
+GLOBAL_BATCH = 10  # 3 and 4 replicas do not divide it: the default splits it as evenly as can be
+STEPS = 6
+RESUME_AT = 2
+
+
+class OneWorkerOf:
+    """The strategy as one worker of ``workers`` (each with ``local`` replicas) sees it:
+    ``distribute_datasets_from_function`` calls the input function with this worker's
+    ``InputContext``, as MWMS does, and returns that worker's dataset."""
+
+    def __init__(self, worker: int, workers: int, local: int = 1) -> None:
+        self.worker, self.workers, self.local = worker, workers, local
+
+    def distribute_datasets_from_function(self, dataset_fn: Any) -> Any:
+        import tensorflow as tf
+
+        return dataset_fn(tf.distribute.InputContext(
+            num_input_pipelines=self.workers, input_pipeline_id=self.worker,
+            num_replicas_in_sync=self.workers * self.local))
+
+
+def seen_by_job(workers: int, local: int, position: int, order: np.ndarray) -> list[list[int]]:
+    """The global batches a job of ``workers`` x ``local`` replicas trains on from ``position``:
+    for every step, every replica's slice (after ``per_replica``) in replica order."""
+    import tensorflow as tf
+
+    examples = tf.range(order.size, dtype=tf.int64) + 1000  # per_replica must run: +1000
+    per_worker = [
+        [e.tolist() for e in resumable_input(
+            OneWorkerOf(w, workers, local), lambda: tf.data.Dataset.from_tensor_slices(order),
+            global_batch_size=GLOBAL_BATCH, position=position,
+            per_replica=lambda idx: tf.gather(examples, idx)).as_numpy_iterator()]
+        for w in range(workers)]
+    steps = len(order) - position
+    assert all(len(elements) == steps * local for elements in per_worker)
+    return [[x for elements in per_worker for r in range(local) for x in elements[n * local + r]]
+            for n in range(steps)]
+
+
+def test_a_job_resumed_with_another_worker_count_trains_on_the_same_global_batches() -> None:
+    import tensorflow as tf
+
+    order = np.random.default_rng(7).permutation(STEPS * GLOBAL_BATCH).reshape(STEPS, GLOBAL_BATCH)
+    uninterrupted = seen_by_job(2, 1, 0, order)
+    assert uninterrupted == (order + 1000).tolist()
+    for workers, local in [(1, 1), (3, 1), (4, 1), (2, 2)]:
+        assert seen_by_job(workers, local, RESUME_AT, order) == uninterrupted[RESUME_AT:], \
+            (workers, local)
+    # One worker under TF's own (default) strategy: whole global batches, the same ones.
+    alone = resumable_input(tf.distribute.get_strategy(),
+                            lambda: tf.data.Dataset.from_tensor_slices(order + 1000),
+                            global_batch_size=GLOBAL_BATCH, position=RESUME_AT)
+    assert [b.tolist() for b in alone.as_numpy_iterator()] == uninterrupted[RESUME_AT:]
+    with pytest.raises(ValueError, match=r"^a global batch of 10 does not divide among the 3 "):
+        resumable_input(OneWorkerOf(0, 3), lambda: tf.data.Dataset.from_tensor_slices(order),
+                        global_batch_size=GLOBAL_BATCH, position=RESUME_AT,
+                        require_divisible=True)

@@ -184,10 +184,13 @@ def test_a_different_result_fails_the_drill_naming_the_scenario(tmp_path: Path) 
      ["tfcluster drill: --fault[0].trigger: at-step needs a whole step number >= 1, not 'x' "
       "(in 'kill:worker:1:at-step=x')",
       "tfcluster drill: --fault[1].action: unknown action 'zap' (one of kill, term, stop, crash, "
-      "partition, corrupt-checkpoint, kill-coordinator) (in 'zap:chief')"]),
+      "partition, corrupt-checkpoint, kill-coordinator, lose-host, heal) (in 'zap:chief')"]),
     (["--fault", "kill:worker:7"],
      ["tfcluster drill: --fault[0].target: no task 'worker:7' in the spec (tasks: chief:0, "
       "worker:0, worker:1)"]),
+    (["--fault", "kill:worker:1:after=1", "--fault", "heal:h2:after=10"],
+     ["tfcluster drill: --fault[1].target: heal:h2 gives back a host that lose-host:h2 took "
+      "away, and no fault here is lose-host:h2"]),
 ])
 def test_bad_faults_on_the_command_line(tmp_path: Path, args: list[str],
                                         lines: list[str]) -> None:

@@ -84,7 +84,8 @@ def test_a_drill_file_with_bad_faults_gets_field_paths_and_no_traceback(tmp_path
         f"{suite}: scenarios[0].faults[1].target: unknown target 'nobody' (chief, worker:N, "
         "evaluator:0, random, host:NAME, all) (in 'kill:nobody')",
         f"{suite}: scenarios[0].faults[2].action: unknown action 'hurt' (one of kill, term, stop, "
-        "crash, partition, corrupt-checkpoint, kill-coordinator) (in 'hurt:chief')",
+        "crash, partition, corrupt-checkpoint, kill-coordinator, lose-host, heal) "
+        "(in 'hurt:chief')",
         f"{suite}: scenarios[0].faults[3].target: no host 'elsewhere' in the spec (hosts: "
         "localhost)"]
     assert not (tmp_path / "run").exists()

@@ -23,7 +23,7 @@ from launcher.plan.view import deadlines
 from launcher.run.failures import FailureKind, TaskFailure
 from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.run.summary import recovery, restart_from
-from launcher.spec.model import HealthSpec
+from launcher.spec.health import HealthSpec
 from tests.support.fake_backend import TaskScript
 from tests.support.jobs import by, read_events, running, wait_until_gone, write_spec
 from tests.unit.job.test_job_loop import run as sim_run

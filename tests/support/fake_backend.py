@@ -24,7 +24,13 @@ from launcher.backends.session import PlainSession
 from launcher.chief.access import LOCAL_ONLY
 from launcher.errors import AgentStartError
 from launcher.job.inbox import InboxItem
-from launcher.plan.placement import PastAttempt, Placement, named_placement
+from launcher.plan.placement import (
+    PastAttempt,
+    PlacedHost,
+    Placement,
+    listed_pool,
+    named_placement,
+)
 from launcher.plan.planner import HostPlan, LaunchPlan
 from launcher.preflight.report import HostReport, PreflightReport
 from launcher.spec.model import ClusterSpec
@@ -123,6 +129,8 @@ class FakeWorld:
     sent: list[Sent] = field(default_factory=list)
     agents_started: int = 0
     agents_closed: int = 0
+    #: The latest agent of each host (a test loses one with ``agents[host].lose()``).
+    agents: dict[str, FakeAgent] = field(default_factory=dict)
 
 
 class FakeAgent:
@@ -262,11 +270,21 @@ class FakeBackend:
             raise AgentStartError(host.name, self.world.failing_hosts[host.name],
                                   "check the host")
         self.world.agents_started += 1
-        return FakeAgent(self.world, host.name, launch, sink)
+        agent = self.world.agents[host.name] = FakeAgent(self.world, host.name, launch, sink)
+        return agent
+
+    def pool(self, spec: ClusterSpec) -> tuple[PlacedHost, ...]:
+        return listed_pool(spec, local_python=self.python)
 
     def probe(self, launch_plan: LaunchPlan) -> PreflightReport:
-        return PreflightReport(hosts=tuple(HostReport(h.name, "fake") for h in launch_plan.hosts),
-                               duration_s=0.0)
+        """Every host answers but the world's failing hosts."""
+        reports = []
+        for host in launch_plan.hosts:
+            report = HostReport(host.name, "fake")
+            if host.name in self.world.failing_hosts:
+                report.fail(self.world.failing_hosts[host.name])
+            reports.append(report)
+        return PreflightReport(hosts=tuple(reports), duration_s=0.0)
 
     def plan_lines(self, launch_plan: LaunchPlan) -> list[str]:
         return []

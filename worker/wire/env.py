@@ -33,3 +33,8 @@ PREEMPTION_EXIT_CODE = 143
 #: What TensorFlow's ``PreemptionCheckpointHandler`` exits with after its agreed save, on every
 #: platform but GCE (there: 143); ``restart.preemption_exit_codes`` lists both by default.
 TF_RESTART_EXIT_CODE = 42
+
+#: How many training tasks (chief + workers) this attempt runs, and how many the spec asks for:
+#: with a host pool (``placement.min_workers``) an attempt may run smaller than the spec.
+NUM_WORKERS = "TFCLUSTER_NUM_WORKERS"
+MAX_WORKERS = "TFCLUSTER_MAX_WORKERS"

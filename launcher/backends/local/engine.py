@@ -14,7 +14,13 @@ from launcher.backends.local.transport import LocalTransport
 from launcher.backends.session import PlainSession
 from launcher.chief.access import LOCAL_ONLY, ChiefFiles
 from launcher.plan.addresses import local_task_address
-from launcher.plan.placement import PastAttempt, Placement, named_placement
+from launcher.plan.placement import (
+    PastAttempt,
+    PlacedHost,
+    Placement,
+    listed_pool,
+    named_placement,
+)
 from launcher.plan.planner import HostPlan, LaunchPlan
 from launcher.spec.model import ClusterSpec
 from worker.wire.protocol import Launch
@@ -24,6 +30,9 @@ if TYPE_CHECKING:
 
 
 def size(spec: ClusterSpec) -> str:
+    pool = spec.pool
+    if pool is not None and pool.hosts is not None:
+        return f"{len(spec.task_slots())} task(s) from a pool of {len(pool.hosts)} host(s)"
     slots = spec.task_slots()
     return f"{len(slots)} task(s) on {len({s.host for s in slots})} host(s)"
 
@@ -48,6 +57,10 @@ class LocalBackend:
     def place(self, spec: ClusterSpec, history: Sequence[PastAttempt]) -> Placement:
         return named_placement(spec, local_python=self.options.python,
                                local_address=local_task_address(spec))
+
+    def pool(self, spec: ClusterSpec) -> tuple[PlacedHost, ...]:
+        return listed_pool(spec, local_python=self.options.python,
+                           local_address=local_task_address(spec))
 
     def transport(self, host: HostPlan) -> Transport:
         return self.local

@@ -1,7 +1,8 @@
 """The Slurm engine: a spec with ``slurm:`` runs on the allocation it is started in.
 
-- placement: the tasks on the allocation's usable nodes, asked again every attempt
-  (:mod:`launcher.backends.slurm.placement`); a requeued job continues its run directory with
+- placement: the tasks on the allocation's usable nodes, asked again every attempt (the
+  allocation is the run's host pool: :mod:`launcher.backends.slurm.placement`); a requeued job
+  continues its run directory with
   ``tfcluster run --resume`` (the batch script's choice);
 - agents start as job steps (:class:`~launcher.backends.slurm.steps.StepTransport`);
 - pre-flight runs the one probe as a job step on every node (:mod:`.probe`);
@@ -20,12 +21,13 @@ from typing import TYPE_CHECKING
 from launcher.backends.base import AgentHandle, Sink
 from launcher.backends.engine import EngineOptions, Session
 from launcher.backends.slurm.allocation import Allocation, read_allocation
-from launcher.backends.slurm.placement import NodeLosses, place
+from launcher.backends.slurm.placement import node_pool
 from launcher.backends.slurm.session import SlurmSession
 from launcher.backends.slurm.steps import StepTransport, step_argv
 from launcher.chief.access import SHARED, ChiefFiles
-from launcher.plan.placement import PastAttempt, Placement
+from launcher.plan.placement import PastAttempt, PlacedHost, Placement
 from launcher.plan.planner import HostPlan, LaunchPlan
+from launcher.plan.pool import HostPool
 from launcher.spec.model import ClusterSpec
 from worker.wire.protocol import Launch
 
@@ -48,8 +50,12 @@ class SlurmBackend:
         self.transport = StepTransport(srun)
 
     def place(self, spec: ClusterSpec, history: Sequence[PastAttempt]) -> Placement:
-        losses = NodeLosses.of(history, self.options.first_attempt)
-        return place(spec, self.allocation.nodes, losses, python=self.options.python)
+        """The first placement from the allocation (every attempt of a run is placed by the
+        run's :class:`~launcher.plan.pool.HostPool`)."""
+        return HostPool(spec, self.pool(spec)).place()
+
+    def pool(self, spec: ClusterSpec) -> tuple[PlacedHost, ...]:
+        return node_pool(spec, self.allocation.nodes, python=self.options.python)
 
     def start_agent(self, host: HostPlan, launch: Launch, sink: Sink,
                     log_path: Path) -> AgentHandle:
@@ -81,10 +87,6 @@ def create(spec: ClusterSpec, options: EngineOptions) -> SlurmBackend:
 
 
 def size(spec: ClusterSpec) -> str:
-    from launcher.backends.slurm.placement import placement_of, slurm_task_order
-    from launcher.spec.placement import nodes_needed
+    from launcher.backends.slurm.placement import nodes_to_allocate
 
-    placement = placement_of(spec)
-    tasks = len(slurm_task_order(spec))
-    nodes = nodes_needed(placement, tasks) + placement.spare_nodes
-    return f"{tasks} task(s) on {nodes} Slurm node(s)"
+    return f"{len(spec.task_slots())} task(s) on {nodes_to_allocate(spec)} Slurm node(s)"

@@ -3,12 +3,14 @@
 - ``SIGUSR1`` (``sbatch --signal=B:USR1@GRACE``: the time limit is near) stops the job like
   SIGTERM: every task gets SIGTERM and its grace period to save;
 - each attempt records a ``slurm_attempt`` event: which Slurm job it is (``SLURM_JOB_ID``,
-  ``SLURM_RESTART_COUNT``: how often Slurm requeued it), the nodes it runs on and those left out;
-- ``summary.json`` gets a ``slurm`` section: the job, its nodes, those left out and the attempts
+  ``SLURM_RESTART_COUNT``: how often Slurm requeued it), the allocation's nodes and those whose
+  agent was lost in this allocation (where each attempt runs is its ``attempt_placed`` event);
+- ``summary.json`` gets a ``slurm`` section: the job, its nodes, those lost and the attempts
   that lost an agent on each;
-- when too few good nodes are left (:class:`NodesExhausted`) the run writes the nodes to exclude
-  to the run directory and exits :data:`EXIT_REQUEUE_WITHOUT_NODES`, for the batch script to
-  submit the job again without them.
+- when too few usable nodes are left and none came back in ``placement.wait_for_hosts_s``
+  (:class:`~launcher.plan.pool.TooFewHosts`) the run writes the nodes to exclude to the run
+  directory and exits :data:`EXIT_REQUEUE_WITHOUT_NODES`, for the batch script to submit the
+  job again without them.
 """
 
 from __future__ import annotations
@@ -23,11 +25,30 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from launcher.backends.slurm.allocation import RESTART_COUNT, Allocation
-from launcher.backends.slurm.placement import NodeLosses, NodesExhausted, bad_nodes, usable_nodes
 from launcher.backends.slurm.sbatch import EXCLUDE_FILE, EXIT_REQUEUE_WITHOUT_NODES
 from launcher.plan.placement import PastAttempt
+from launcher.plan.planner import HostPlan
+from launcher.plan.pool import TooFewHosts
 from launcher.run.events import Event
 from launcher.spec.model import ClusterSpec
+
+
+@dataclass(frozen=True)
+class NodeLosses:
+    """Which attempts of this allocation lost their agent on which node."""
+
+    lost: Mapping[str, frozenset[int]]
+
+    @classmethod
+    def of(cls, history: Sequence[PastAttempt], since_attempt: int) -> NodeLosses:
+        """The losses of the attempts from ``since_attempt`` on (those of this allocation: a
+        requeued job's earlier attempts ran on nodes it may not have)."""
+        lost: dict[str, set[int]] = {}
+        for past in history:
+            if past.attempt >= since_attempt:
+                for host in past.lost_hosts:
+                    lost.setdefault(host, set()).add(past.attempt)
+        return cls({host: frozenset(attempts) for host, attempts in lost.items()})
 
 
 @dataclass(frozen=True)
@@ -45,6 +66,7 @@ class SlurmSession:
     this allocation runs (a requeued job's earlier ones ran elsewhere)."""
 
     stop_signals: tuple[signal.Signals, ...] = (signal.SIGUSR1,)
+    requeues_without_hosts = True
 
     def __init__(self, spec: ClusterSpec, allocation: Allocation, since_attempt: int) -> None:
         self.spec = spec
@@ -56,17 +78,16 @@ class SlurmSession:
     def _losses(self, history: Sequence[PastAttempt]) -> NodeLosses:
         return NodeLosses.of(history, self.since_attempt)
 
-    def attempt_events(self, attempt: int, history: Sequence[PastAttempt]) -> Sequence[Event]:
-        losses = self._losses(history)
-        nodes = self.allocation.nodes
+    def attempt_events(self, attempt: int, history: Sequence[PastAttempt],
+                       hosts: Sequence[HostPlan]) -> Sequence[Event]:
         return [SlurmAttempt(attempt=attempt, job_id=self.allocation.job_id,
                              restart_count=_restart_count(),
-                             nodes=[n.name for n in usable_nodes(self.spec, nodes, losses)],
-                             left_out=bad_nodes(self.spec, nodes, losses))]
+                             nodes=[h.name for h in hosts],
+                             left_out=sorted(self._losses(history).lost))]
 
     def summary(self, history: Sequence[PastAttempt]) -> Mapping[str, Any]:
         losses = self._losses(history)
-        self._left_out = bad_nodes(self.spec, self.allocation.nodes, losses)
+        self._left_out = sorted(losses.lost)
         return {"slurm": {"job_id": self.allocation.job_id, "restart_count": _restart_count(),
                           "nodes": [n.name for n in self.allocation.nodes],
                           "left_out": self._left_out,
@@ -74,18 +95,20 @@ class SlurmSession:
 
     @contextlib.contextmanager
     def running(self, run_dir: Path) -> Iterator[None]:
-        """Turn :class:`NodesExhausted` into the exclude file and exit code 75; say which nodes
-        the run left out."""
+        """Turn :class:`TooFewHosts` into the exclude file and exit code 75; say which nodes
+        the run lost."""
         try:
             yield
             if self._left_out:
                 print(f"tfcluster: left out node(s) {', '.join(self._left_out)} (their agents "
                       "were lost)", file=sys.stderr)
-        except NodesExhausted as exc:
+        except TooFewHosts as exc:
             previous = _read_excluded(run_dir)
-            nodes = sorted({*previous, *exc.bad})
+            nodes = sorted({*previous, *exc.missing})
             (run_dir / EXCLUDE_FILE).write_text(",".join(nodes) + "\n")
-            print(f"tfcluster: {exc}; wrote {run_dir / EXCLUDE_FILE}", file=sys.stderr)
+            print(f"tfcluster: {exc}: requeue the job without them (sbatch --exclude="
+                  f"{','.join(sorted(exc.missing))}); wrote {run_dir / EXCLUDE_FILE}",
+                  file=sys.stderr)
             self._exit_code = EXIT_REQUEUE_WITHOUT_NODES
 
     @property

@@ -10,11 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from launcher.backends.slurm.placement import placement_of, slurm_task_order
+from launcher.backends.slurm.placement import nodes_to_allocate
 from launcher.backends.slurm.sbatch import BatchRequest, batch_script, submit
 from launcher.errors import UsageError
 from launcher.spec.model import ClusterSpec
-from launcher.spec.placement import nodes_needed
 
 
 class SlurmSubmitter:
@@ -23,12 +22,12 @@ class SlurmSubmitter:
 
     def dryrun(self, spec: ClusterSpec, spec_path: str,
                options: Mapping[str, Any]) -> BatchRequest:
-        placement = placement_of(spec)
         nodes, grace = options["nodes"], options["grace"]
-        need = nodes_needed(placement, len(slurm_task_order(spec))) + placement.spare_nodes
+        need = nodes_to_allocate(spec)
         if nodes < need:
             raise UsageError(f"tfcluster submit: --nodes {nodes} is too few: {spec_path} needs "
-                             f"{need} node(s) (tasks / slurm.tasks_per_node + slurm.spare_nodes)")
+                             f"{need} node(s) (tasks / placement.tasks_per_host + "
+                             "placement.spares)")
         if not 1 <= grace <= 3600:
             raise UsageError("tfcluster submit: --grace must be between 1 and 3600 seconds")
         if grace <= spec.health.grace_period_s:

@@ -4,15 +4,14 @@ order, ports, spares and bad nodes, and what tfcluster plan adds."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from launcher.backends.slurm.allocation import SlurmNode
-from launcher.backends.slurm.placement import NodeLosses, NodesExhausted, TooFewNodes, place
-from launcher.plan.placement import PastAttempt, Placement
+from launcher.backends.slurm.placement import TooFewNodes, node_pool
 from launcher.plan.planner import LaunchPlan, Planner
+from launcher.plan.pool import HostPool, TooFewHosts
 from launcher.spec.errors import SpecError
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
@@ -28,26 +27,16 @@ def spec(**fields: Any) -> ClusterSpec:
     return spec_from_dict(data)
 
 
-@dataclass(frozen=True)
-class Past:
-    """An attempt that ran, as the engine sees it."""
-
-    attempt: int
-    lost_hosts: frozenset[str]
-
-
 class Placed:
     """The job planned on an allocation's nodes, attempt after attempt, with what was lost."""
 
     def __init__(self, job: ClusterSpec, nodes: Sequence[SlurmNode] = NODES) -> None:
-        def on_nodes(placed: ClusterSpec, history: Sequence[PastAttempt]) -> Placement:
-            return place(placed, nodes, NodeLosses.of(history, 0), python="/py")
-
-        self.planner = Planner(job, on_nodes, run_dir="/runs/p", base_dir="/shared/work")
-        self.history: list[Past] = []
+        self.pool = HostPool(job, node_pool(job, nodes, python="/py"))
+        self.planner = Planner(job, self.pool.place, run_dir="/runs/p", base_dir="/shared/work",
+                               pool=self.pool)
 
     def plan(self, attempt: int) -> LaunchPlan:
-        return self.planner.plan(attempt, history=self.history)
+        return self.planner.plan(attempt)
 
 
 def planner(**fields: Any) -> Placed:
@@ -55,11 +44,12 @@ def planner(**fields: Any) -> Placed:
 
 
 def lost(p: Placed, host: str, attempt: int) -> None:
-    p.history.append(Past(attempt, frozenset({host})))
+    ran = {h.name for h in p.pool.place().hosts}
+    p.pool.after_attempt(lost={host}, failed=set(), ran=ran, now=float(attempt))
 
 
 def test_tasks_go_to_the_nodes_in_slurm_order_chief_first_with_consecutive_ports() -> None:
-    plan = planner(slurm={"tasks_per_node": 2, "port": 30000}).plan(0)
+    plan = planner(placement={"tasks_per_host": 2, "port": 30000}).plan(0)
     assert [(h.name, h.address, [str(t.task) for t in h.tasks]) for h in plan.hosts] == [
         ("node9", "10.0.0.9", ["chief:0", "worker:0"]),
         ("node10", "10.0.0.10", ["worker:1", "worker:2"])]
@@ -70,32 +60,44 @@ def test_tasks_go_to_the_nodes_in_slurm_order_chief_first_with_consecutive_ports
     assert {h.python for h in plan.hosts} == {"/py"}
 
 
+def test_the_old_slurm_fields_still_place_the_same_way_and_say_what_replaces_them() -> None:
+    from launcher.spec.placement import renamed_fields
+
+    old = spec(slurm={"tasks_per_node": 2, "port": 30000, "spare_nodes": 1})
+    assert Placed(old).plan(0).cluster == planner(
+        placement={"tasks_per_host": 2, "port": 30000}).plan(0).cluster
+    assert renamed_fields(old.slurm) == [
+        "slurm.tasks_per_node is now placement.tasks_per_host (slurm.tasks_per_node still works)",
+        "slurm.spare_nodes is now placement.spares (slurm.spare_nodes still works)",
+        "slurm.port is now placement.port (slurm.port still works)"]
+
+
 def test_a_spare_takes_the_place_of_a_lost_node_then_nodes_run_out() -> None:
-    p = planner(tasks=[{"type": "chief"}, {"type": "worker", "count": 2}],
-                slurm={"spare_nodes": 1})
+    p = planner(tasks=[{"type": "chief"}, {"type": "worker", "count": 2}])
     assert [h.name for h in p.plan(0).hosts] == ["node9", "node10", "node11"]
     lost(p, "node10", 0)
     assert [h.name for h in p.plan(1).hosts] == ["node9", "node11", "node12"]
+    assert [str(t.task) for t in p.plan(1).tasks] == ["chief:0", "worker:0", "worker:1"]
     lost(p, "node9", 1)
-    with pytest.raises(NodesExhausted, match="lost agents on node10, node9: requeue the job "
-                       r"without them \(sbatch --exclude=node10,node9\)"):
+    with pytest.raises(TooFewHosts, match=r"too few usable hosts: 2 of the 3 the job needs at "
+                       r"its smallest \(node9: its agent was lost; node10: its agent was lost\)"):
         p.plan(2)
 
 
-def test_without_spares_a_node_is_kept_until_it_failed_max_node_failures_times() -> None:
-    p = planner(slurm={"max_node_failures": 2})
+def test_with_min_workers_a_lost_node_without_spare_shrinks_the_job() -> None:
+    p = planner(placement={"min_workers": 2})
     lost(p, "node10", 0)
-    lost(p, "node10", 0)  # one attempt counts once
-    assert [h.name for h in p.plan(1).hosts] == [n.name for n in NODES]
-    lost(p, "node10", 1)
-    with pytest.raises(NodesExhausted):
-        p.plan(2)
+    plan = p.plan(1)
+    assert [str(t.task) for t in plan.tasks] == ["chief:0", "worker:0", "worker:1"]
+    assert [h.name for h in plan.hosts] == ["node9", "node11", "node12"]
+    assert plan.tasks[0].env["TFCLUSTER_NUM_WORKERS"] == "3"
+    assert plan.tasks[0].env["TFCLUSTER_MAX_WORKERS"] == "4"
 
 
 def test_too_few_nodes_names_what_to_allocate() -> None:
     with pytest.raises(TooFewNodes, match=r"has 2 node\(s\) but the spec needs 4 \+ 1 spare .* "
                        "allocate 5 nodes"):
-        Placed(spec(slurm={"spare_nodes": 1}), NODES[:2]).plan(0)
+        Placed(spec(placement={"spares": 1}), NODES[:2]).plan(0)
 
 
 @pytest.mark.parametrize(("fields", "problem"), [
@@ -105,6 +107,9 @@ def test_too_few_nodes_names_what_to_allocate() -> None:
     ({"hosts": {"a": {}}}, "hosts: must be empty with slurm"),
     ({"slurm": {"port": 65534}}, "slurm.port: ports 65534..65537 go past 65535"),
     ({"slurm": {"tasks_per_node": 0}}, "slurm.tasks_per_node"),
+    ({"placement": {"hosts": ["a"]}}, "placement.hosts: must be omitted with slurm"),
+    ({"placement": {"port": 30000}, "slurm": {"port": 30000}}, "slurm: give these fields under "
+     "placement only: slurm.port -> placement.port"),
     ({"slurm": {"nodes": 3}}, "slurm.nodes"),
 ])
 def test_bad_slurm_specs_name_the_field(fields: dict[str, Any], problem: str) -> None:

@@ -53,7 +53,8 @@ def test_faults_parse_and_print_back(
 @pytest.mark.parametrize(("action", "sig"), [
     (Action.KILL, signal.SIGKILL), (Action.TERM, signal.SIGTERM), (Action.STOP, signal.SIGSTOP),
     (Action.CRASH, CRASH_SIGNAL), (Action.CORRUPT_CHECKPOINT, signal.SIGKILL),
-    (Action.PARTITION, None), (Action.KILL_COORDINATOR, None),
+    (Action.PARTITION, None), (Action.KILL_COORDINATOR, None), (Action.LOSE_HOST, None),
+    (Action.HEAL, None),
 ])
 def test_each_action_sends_its_signal(action: Action, sig: signal.Signals | None) -> None:
     assert action.signal is sig
@@ -61,7 +62,8 @@ def test_each_action_sends_its_signal(action: Action, sig: signal.Signals | None
 
 @pytest.mark.parametrize(("text", "line"), [
     ("explode:worker:1", "--fault[0].action: unknown action 'explode' (one of kill, term, stop, "
-     "crash, partition, corrupt-checkpoint, kill-coordinator) (in 'explode:worker:1')"),
+     "crash, partition, corrupt-checkpoint, kill-coordinator, lose-host, heal) "
+     "(in 'explode:worker:1')"),
     ("kill:wrker:1", "--fault[0].target: unknown target 'wrker:1' (chief, worker:N, evaluator:0, "
      "random, host:NAME, all) (in 'kill:wrker:1')"),
     ("kill", "--fault[0].target: kill needs a target (chief, worker:N, evaluator:0, random, "

@@ -14,7 +14,7 @@ from launcher.job.preemption_notices import PreemptionNotices
 from launcher.run.events import FaultInjected, TaskPreempted, TaskProgress
 from launcher.run.failures import FailureKind, TaskFailure
 from launcher.run.outcome import AttemptResult, AttemptStatus
-from launcher.spec.model import RestartSpec
+from launcher.spec.health import RestartSpec
 
 
 def exit_code_failure(code: int, kind: FailureKind = FailureKind.PREEMPTED) -> TaskFailure:

@@ -8,7 +8,7 @@ import pytest
 
 from launcher.job.health import HealthIssue, HealthMonitor
 from launcher.run.failures import FailureKind
-from launcher.spec.model import HealthSpec
+from launcher.spec.health import HealthSpec
 
 HUNG, STARTUP, LOST = FailureKind.HUNG, FailureKind.STARTUP_TIMEOUT, FailureKind.LOST_HOST
 

@@ -10,7 +10,7 @@ import pytest
 from launcher.job.policy import MAX_PORT_RETRIES, Action, decide, restarts_used
 from launcher.run.failures import FailureKind, TaskFailure, format_report, is_port_conflict, root_cause
 from launcher.run.outcome import AttemptResult, AttemptStatus
-from launcher.spec.model import RestartSpec
+from launcher.spec.health import RestartSpec
 
 
 def failure(task: str = "worker:0", died_at: float = 100.0, kind: FailureKind = FailureKind.EXITED,

@@ -11,7 +11,7 @@ from launcher.job.straggler import StepRate, StragglerDetector, slowest
 from launcher.job.task_health import TaskHealthWatch
 from launcher.run.events import JobHealth, TaskMemoryHigh, TaskStraggling
 from launcher.run.failures import FailureKind, classify_exit
-from launcher.spec.model import HealthSpec
+from launcher.spec.health import HealthSpec
 from worker.wire.protocol import Exited, Heartbeat, Progress, Started, TaskUsage
 
 

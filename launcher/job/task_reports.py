@@ -1,0 +1,31 @@
+"""What a task reports besides its steps (``worker.report`` kinds): a checkpoint it could not
+restore (never handed out again), a preemption notice it got, a model it exported, anything else
+said on the console."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from launcher.job.tasks import TaskTable
+from launcher.output.console import Console
+from launcher.run.events import Event, ModelExported, TaskPreempted
+from worker.wire.protocol import TaskReport
+from worker.wire.reports import ReportKind
+
+
+def handle_report(message: TaskReport, attempt: int, *, tasks: TaskTable, bad: set[str],
+                  emit: Callable[[Event], None], console: Console,
+                  redact: Callable[[str], str]) -> None:
+    """Act on ``message`` from a task of ``attempt``; ``bad`` collects unrestorable checkpoints."""
+    if message.kind == ReportKind.RESTORE_FAILED:
+        checkpoint = str(message.data.get("checkpoint", ""))
+        tasks[message.task].restore_failed = checkpoint
+        bad.add(checkpoint)
+        console.warn(redact(f"{message.task} could not restore {checkpoint}: "
+                            f"{message.data.get('error', '')}"))
+    elif message.kind == ReportKind.PREEMPTED:
+        emit(TaskPreempted(attempt, task=message.task, step=message.data.get("step")))
+    elif message.kind == ReportKind.EXPORTED:
+        emit(ModelExported.from_report(attempt, message.task, message.data))
+    elif message.kind != ReportKind.READY:
+        console.say(redact(f"{message.task} reported {message.kind}: {message.data}"))

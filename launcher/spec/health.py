@@ -1,0 +1,94 @@
+"""The spec's sections that keep a job healthy: ``restart`` (how often and how soon it is
+restarted, what counts as a preemption, warm spares) and ``health`` (the deadlines after which a
+task counts as stuck, hung or slow), with the duration and exit-code field types they use."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from launcher.spec.errors import FieldProblems
+from launcher.spec.limits import check_heartbeat_interval, check_restarts, check_seconds
+from worker.wire.env import PREEMPTION_EXIT_CODE, TF_RESTART_EXIT_CODE
+
+Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False),
+                    AfterValidator(check_seconds)]
+#: A duration that may be zero (no wait).
+Delay = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False), AfterValidator(check_seconds)]
+#: A process exit code a task can end with (0 is success, so never a preemption).
+ExitCode = Annotated[int, Field(strict=True, ge=1, le=255)]
+
+#: TensorFlow's PreemptionCheckpointHandler (42; 143 on GCE) and the worker helpers (143).
+DEFAULT_PREEMPTION_EXIT_CODES = (TF_RESTART_EXIT_CODE, PREEMPTION_EXIT_CODE)
+
+#: Each model's validator is built when a spec is first validated (``defer_build``), as one
+#: schema for the whole spec, not once per section at import: tfcluster starts a few ms sooner.
+_FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+class RestartSpec(BaseModel):
+    """How often the whole job is restarted after a task fails, and how long to wait between."""
+
+    model_config = _FROZEN
+
+    max_restarts: Annotated[int, Field(strict=True, ge=0), AfterValidator(check_restarts)] = 3
+    backoff_s: Delay = 1.0
+    backoff_max_s: Delay = 30.0
+    #: Give up early when this many consecutive failed attempts made no checkpoint progress
+    #: (a crash loop); null turns the check off.
+    crash_loop_attempts: Annotated[int, Field(strict=True, ge=1)] | None = 3
+    #: Exit codes that mean "saved, restart me" (a graceful preemption). Such a restart is not
+    #: counted against ``max_restarts`` when a newer checkpoint or a preemption notice shows it
+    #: was one; the other tasks get the full ``health.grace_period_s`` to finish their save.
+    preemption_exit_codes: Annotated[list[ExitCode], Field(min_length=1)] = list(
+        DEFAULT_PREEMPTION_EXIT_CODES)
+    #: Keep, on every host, one pre-started interpreter per task that has already imported
+    #: ``entrypoint.preload``: a restart hands the new attempt to it instead of starting cold.
+    warm_spares: Annotated[bool, Field(strict=True)] = False
+    #: With warm spares, for scripts that never report a step (``worker.report``): start the
+    #: spares this long after an attempt started (a reported step starts them at once).
+    spare_fill_delay_s: Delay = 30.0
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> RestartSpec:
+        if self.backoff_max_s < self.backoff_s:
+            raise FieldProblems([("backoff_max_s", f"must be at least backoff_s ({self.backoff_s})")])
+        return self
+
+
+class HealthSpec(BaseModel):
+    """Deadlines after which a task counts as failed to start, hung, or slow to stop."""
+
+    model_config = _FROZEN
+
+    #: No training step this long after a task started: stuck. Enforced when set in the spec,
+    #: or (the default) once an earlier attempt of the job reported steps; null: never.
+    startup_timeout_s: Seconds | None = 300.0
+    #: A task that reported steps but no new one for this long is hung; null turns it off.
+    hang_timeout_s: Seconds | None = 120.0
+    #: TERM -> KILL delay when tfcluster stops tasks that may still save (Ctrl-C, preemption).
+    grace_period_s: Seconds = 10.0
+    #: TERM -> KILL delay for the survivors of a failed task: under MWMS they are stuck in a
+    #: collective with a dead peer, cannot save anything, and often ignore TERM (measured on the
+    #: digits example: the survivor outlived TERM by the whole 2 s the default used to be).
+    failure_grace_period_s: Seconds = 0.5
+    heartbeat_interval_s: Annotated[Seconds, AfterValidator(check_heartbeat_interval)] = 1.0
+    #: An agent that sends nothing (not even a heartbeat) this long is a lost host.
+    heartbeat_timeout_s: Seconds = 15.0
+    #: A task whose steps/s stay below this fraction of the others' median for
+    #: ``straggler_window_s`` is flagged as a straggler (event ``task_straggling``).
+    straggler_ratio: Annotated[float, Field(strict=False, gt=0, lt=1, allow_inf_nan=False)] = 0.5
+    straggler_window_s: Seconds = 30.0
+    #: Warn (event ``task_memory_high``) when a task's RSS passes this fraction of its memory
+    #: limit: ``memory_limit_mib``, or by default its RSS plus what its host still has available.
+    memory_warn_ratio: Annotated[float, Field(strict=False, gt=0, le=1, allow_inf_nan=False)] = 0.9
+    memory_limit_mib: Annotated[int, Field(strict=True, ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _heartbeat_order(self) -> HealthSpec:
+        if self.heartbeat_timeout_s <= self.heartbeat_interval_s:
+            raise FieldProblems([("heartbeat_timeout_s",
+                              f"must be longer than heartbeat_interval_s "
+                              f"({self.heartbeat_interval_s})")])
+        return self
