@@ -77,6 +77,7 @@ class AgentSet:
         self._open: set[str] = set()  # up, output not yet ended
         self._starting: set[str] = set()  # start under way
         self._confirmed: set[str] = set()  # confirmed this attempt's teardown
+        self._silent: set[str] = set()  # lost by silence: ended without waiting
         self.started = 0  # agents started over the job (a reused one counts once)
 
     @property
@@ -154,6 +155,12 @@ class AgentSet:
         """The agent's output ended (it exited, was killed, or its connection dropped)."""
         self._open.discard(host)
 
+    def lost(self, host: str) -> None:
+        """The host is lost (its agent fell silent): nothing is sent to it or awaited from it any
+        more, and its agent is ended without waiting (:meth:`drop_lost`)."""
+        self._open.discard(host)
+        self._silent.add(host)
+
     def confirmed(self, host: str) -> None:
         """The agent said every task tree of this attempt is gone."""
         self._confirmed.add(host)
@@ -191,8 +198,9 @@ class AgentSet:
         return leftovers
 
     def drop_lost(self, timeout_s: float) -> dict[str, list[int]]:
-        """Reap the agents whose output ended (see :meth:`drop`)."""
-        return self.drop(set(self.handles) - self._open, timeout_s)
+        """Reap the agents whose output ended (see :meth:`drop`); a silent one at once."""
+        silent, self._silent = self._silent & set(self.handles), set()
+        return {**self.drop(silent, 0.0), **self.drop(set(self.handles) - self._open, timeout_s)}
 
     def close_all(self, timeout_s: float) -> dict[str, list[int]]:
         """End every agent (at the end of the job): EOF to all at once, then each is waited

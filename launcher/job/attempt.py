@@ -245,6 +245,7 @@ class AttemptRunner:
 
     def _lose_host(self, host: str, since: float, why: str) -> None:
         self.health.host_gone(host)
+        self.agents.lost(host)  # nothing more is awaited from it
         lost = self.tasks.active_on(host)
         for runtime in lost:
             self.failures.write_off(runtime.name, host, FailureKind.LOST_HOST, since, why)

@@ -77,7 +77,7 @@ def main() -> int:
     def replica_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
             loss = tf.nn.compute_average_loss(
-                tf.keras.losses.mean_squared_error(labels, model(features, training=True)),
+                tf.square(labels - model(features, training=True))[:, 0],
                 global_batch_size=args.batch_size)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
