@@ -25,9 +25,14 @@ if TYPE_CHECKING:
 
 
 def _load(path: str) -> ClusterSpec:
+    """The spec at ``path``; a line on stderr for each old field name it still uses."""
     from launcher.spec.loading import load_spec
+    from launcher.spec.placement import renamed_fields
 
-    return load_spec(path)
+    spec = load_spec(path)
+    for line in renamed_fields(spec.slurm):
+        print(f"tfcluster: {path}: {line}", file=sys.stderr)
+    return spec
 
 
 def _load_for_run(args: argparse.Namespace) -> ClusterSpec:

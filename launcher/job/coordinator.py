@@ -180,7 +180,8 @@ class Coordinator:
                            reason=result.reason, attempts=result.attempts,
                            run_dir=str(self.run_dir.path), started=started,
                            sections={**self.watch.close(),
-                                     **self.session.summary(result.attempts)})
+                                     **self.session.summary(result.attempts),
+                                     **(self.keeper.summary() if self.keeper else {})})
 
     def _run_dir_broke(self, exc: OSError, started: float) -> RunDirError:
         """The run directory failed mid-job; the attempt's agents were closed on the way out (every

@@ -18,6 +18,7 @@ Every attempt's placement is recorded (``attempt_placed``), a change of size too
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from launcher.backends.engine import Backend
 from launcher.job.hooks import TaskControl
@@ -57,6 +58,7 @@ class PoolKeeper:
         self.emit = emit
         self.clock = clock
         self.last: Placement | None = None
+        self.placed: list[AttemptPlaced] = []  # every attempt's, for summary.json
 
     # --- probing -----------------------------------------------------------------------------
 
@@ -149,9 +151,11 @@ class PoolKeeper:
     def _record(self, attempt: int, placement: Placement) -> None:
         workers, full = workers_of(placement), self.pool.max_workers
         spares, left_out = self.pool.spares(placement), self.pool.left_out
-        self.emit(AttemptPlaced(attempt=attempt, workers=workers, max_workers=full,
-                                placement={str(t.task): t.host for t in placement.tasks},
-                                spares=spares, left_out=left_out))
+        placed = AttemptPlaced(attempt=attempt, workers=workers, max_workers=full,
+                               placement={str(t.task): t.host for t in placement.tasks},
+                               spares=spares, left_out=left_out)
+        self.placed.append(placed)
+        self.emit(placed)
         before = None if self.last is None else workers_of(self.last)
         if before is not None and before != workers:
             why = "hosts came back" if workers > before else \
@@ -165,6 +169,14 @@ class PoolKeeper:
             if moved:
                 self.console.say(f"attempt {attempt} uses spare host(s) {', '.join(moved)}")
         self.last = placement
+
+
+    def summary(self) -> dict[str, Any]:
+        """The ``pool`` section of ``summary.json``: the pool, each attempt's placement, and the
+        hosts left out at the end, with why."""
+        return {"pool": {"hosts": [h.name for h in self.pool.hosts],
+                         "attempts": [p.record() for p in self.placed],
+                         "left_out": self.pool.left_out}}
 
 
 class GrowWatch:

@@ -144,6 +144,7 @@ def status_lines(run_dir: Path, now: float | None = None) -> list[str]:
     job = started.get("job", run_dir.name)
     out = [f"job {job}: {_standing(run_dir, end, attempts, events, now)}", f"run dir: {run_dir}"]
     figures = {a.get("attempt"): a for a in (summary or {}).get("attempts", [])}
+    placed = {e.get("attempt"): e for e in events if e["event"] == "attempt_placed"}
     for attempt in attempts:
         begun = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(attempt.started))
         resumed = ("from the beginning" if attempt.resume_step is None
@@ -160,10 +161,24 @@ def status_lines(run_dir: Path, now: float | None = None) -> list[str]:
             line += (f"; steps lost {extra.get('steps_lost', '-')}, "
                      f"recovered in {extra.get('recovery_s', '-')}s")
         out.append(line)
+        if attempt.number in placed:
+            out.append(_placement_line(placed[attempt.number]))
     if attempts:
         out += _task_lines(attempts[-1], ((summary or {}).get("health") or {}).get("tasks", {}))
     out += _health_lines(run_dir, events, summary)
     return out
+
+
+def _placement_line(placed: dict[str, Any]) -> str:
+    """Where a pool job's attempt ran: its size, each task's host, spares, hosts left out."""
+    where = ", ".join(f"{task}@{host}" for task, host in (placed.get("placement") or {}).items())
+    line = f"  {placed.get('workers')} of {placed.get('max_workers')} workers: {where}"
+    if placed.get("spares"):
+        line += f"; spares {', '.join(placed['spares'])}"
+    left = placed.get("left_out") or {}
+    if left:
+        line += "; left out " + ", ".join(f"{h} ({why})" for h, why in left.items())
+    return line
 
 
 def _standing(run_dir: Path, end: dict[str, Any] | None, attempts: list[_Attempt],

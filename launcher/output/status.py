@@ -79,6 +79,12 @@ class StatusBoard:
         if kind == EventType.JOB_STARTED:
             for name in event.get("tasks", []):
                 self.row(name)
+        elif kind == "attempt_placed":  # a pool job: this attempt's tasks, where they run
+            placement: dict[str, str] = event.get("placement") or {}
+            rows = {name: self.row(name) for name in placement}
+            for name, host in placement.items():
+                rows[name].host = host
+            self.rows = rows
         elif kind == EventType.ATTEMPT_STARTED:
             self.attempt = int(event["attempt"])
             self.job_state = "running"

@@ -30,14 +30,18 @@ Event = dict[str, Any]
 
 
 def spec_file(directory: Path, name: str, *, args: list[str], slurm: dict[str, Any] | None = None,
-              workers: int = 2, **fields: Any) -> Path:
+              workers: int = 2, placement: dict[str, Any] | None = None, **fields: Any) -> Path:
+    """A spec on the allocation's nodes; ``slurm``: fields under the old names (``slurm:``),
+    else ``placement`` (``placement:``, the fields' names now)."""
     spec: dict[str, Any] = {
         "name": name,
         "entrypoint": {"script": str(FAKE_TRAINER), "args": args},
         "tasks": [{"type": "chief"}, {"type": "worker", "count": workers}],
         "restart": {"max_restarts": 1, "backoff_s": 0.1},
         "health": {"grace_period_s": 3, "heartbeat_timeout_s": 10},
-        "slurm": {"port": 24600, **(slurm or {})},
+        **({"slurm": {"port": 24600, **slurm}} if slurm is not None else
+           {"slurm": {}, "placement": {"port": 24600, "wait_for_hosts_s": 0,
+                                       **(placement or {})}}),
         **fields,
     }
     path = directory / f"{name}.yaml"
@@ -84,12 +88,18 @@ def test_outside_an_allocation_is_one_line(slurm: SlurmCluster, tmp_path: Path) 
 
 
 def test_too_few_nodes_is_one_line(slurm: SlurmCluster, tmp_path: Path) -> None:
-    spec = spec_file(tmp_path, "few", args=[], slurm={"spare_nodes": 1})
+    spec = spec_file(tmp_path, "few", args=[], placement={"spares": 1})
     done = slurm.run(salloc(2, *tfcluster("plan", str(spec))), check=False, cwd=REPO)
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert "the allocation has 2 node(s) but the spec needs 3 + 1 spare" in lines[0]
+    old = spec_file(tmp_path, "old", args=[], slurm={"spare_nodes": 1})
+    done = slurm.run(salloc(2, *tfcluster("plan", str(old))), check=False, cwd=REPO)
+    assert done.stderr.strip().splitlines()[:2] == [
+        f"tfcluster: {old}: slurm.spare_nodes is now placement.spares (slurm.spare_nodes still "
+        "works)",
+        f"tfcluster: {old}: slurm.port is now placement.port (slurm.port still works)"]
 
 
 def test_unknown_partition_is_one_line(slurm: SlurmCluster, tmp_path: Path) -> None:
@@ -187,6 +197,39 @@ def test_a_lost_step_moves_the_next_attempt_to_the_spare_node(
     assert [(e["attempt"], e["nodes"], e["left_out"]) for e in of(events, "slurm_attempt")] == [
         (0, ["n1", "n2", "n3"], []), (1, ["n1", "n3", "n4"], ["n2"])]
     assert summary["slurm"]["nodes"] == ["n1", "n2", "n3", "n4"]
+
+
+def test_a_lost_step_without_a_spare_shrinks_the_job_to_min_workers(
+        slurm: SlurmCluster, tmp_path: Path) -> None:
+    spec = spec_file(tmp_path, "shrink", args=["--steps", "150", "--step-time", "0.03",
+                                               "--checkpoint-every", "10", "--bind"],
+                     placement={"min_workers": 2}, checkpoint={"dir": str(tmp_path / "ckpt")})
+    run_dir = tmp_path / "run"
+    job = subprocess.Popen(salloc(3, *tfcluster("run", str(spec), "--run-dir", str(run_dir),
+                                                "--quiet")),
+                           env=slurm.env, cwd=REPO, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for("progress on n2", lambda: [e for e in of(read_events(run_dir), "task_progress")
+                                            if e["task"] == "worker:0" and e["step"] >= 12])
+        agent = wait_for("the agent of n2", lambda: _agent_on(slurm, "n2"))
+        agent.kill()  # its step ends: for tfcluster, n2 is lost
+        _, stderr = job.communicate(timeout=90)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait(10)
+    assert job.returncode == 0, stderr
+    events = read_events(run_dir)
+    assert [(e["workers"], e["placement"]) for e in of(events, "attempt_placed")] == [
+        (3, {"chief:0": "n1", "worker:0": "n2", "worker:1": "n3"}),
+        (2, {"chief:0": "n1", "worker:0": "n3"})]
+    resized, = of(events, "job_resized")
+    assert (resized["workers"], resized["reason"]) == (2, "no spare for n2")
+    assert "attempt 1 runs 2 of 3 workers (was 3): no spare for n2" in stderr
+    firsts = [e["step"] for e in of(events, "task_progress") if e["attempt"] == 1 and e["first"]]
+    assert firsts and min(firsts) > 10  # resumed from the checkpoint, at the smaller size
+    assert not slurm.leftovers()
 
 
 def test_coordinator_sigkill_leaves_no_task_on_any_node(slurm: SlurmCluster,

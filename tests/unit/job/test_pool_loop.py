@@ -241,3 +241,21 @@ def test_the_keeper_probes_hosts_through_the_engine_without_any_task(tmp_path: P
     failing = keeper.probe([good, bad])
     assert set(failing) == {"broken"}
     assert "no-python" in failing["broken"]
+
+
+def test_summary_and_status_show_each_attempts_placement(tmp_path: Path) -> None:
+    import json
+
+    from launcher.output.browse import status_lines
+
+    run(tmp_path, pool_spec(["h1", "h2", "h3"]), steps(50), {0.5: lose("h2")})
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    pool = summary["pool"]
+    assert pool["hosts"] == ["h1", "h2", "h3"]
+    assert [(a["workers"], a["placement"], a["spares"], a["left_out"]) for a in pool["attempts"]] \
+        == [(2, {"chief:0": "h1", "worker:0": "h2"}, ["h3"], {}),
+            (2, {"chief:0": "h1", "worker:0": "h3"}, [], {"h2": "its agent was lost"})]
+    assert [a["workers"] for a in summary["attempts"]] == [2, 2]
+    lines = status_lines(tmp_path / "run")
+    assert "  2 of 2 workers: chief:0@h1, worker:0@h2; spares h3" in lines
+    assert "  2 of 2 workers: chief:0@h1, worker:0@h3; left out h2 (its agent was lost)" in lines

@@ -184,3 +184,13 @@ def test_rows_are_in_task_order(order: Callable[[StatusBoard], list[str]]) -> No
     # worker:2 comes before worker:10, as a user reading the table expects.
     tasks = ["chief:0", *(f"worker:{i}" for i in range(12))]
     assert order(board_after(ev("job_started", tasks=list(reversed(tasks))))) == tasks
+
+
+def test_a_pool_attempt_shows_only_its_own_tasks_on_their_new_hosts() -> None:
+    board = board_after(*running_job(),
+                        ev("attempt_placed", attempt=1, workers=2, max_workers=3,
+                           placement={"chief:0": "node-a", "worker:0": "node-c"}, spares=[],
+                           left_out={"node-b": "its agent was lost"}),
+                        ev("attempt_started", attempt=1))
+    assert rows(board) == {"chief:0": ("node-a", "starting", None, 1),
+                           "worker:0": ("node-c", "starting", None, 1)}
