@@ -77,7 +77,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             launch_plan = planner.plan(0, dict(zip(wanted, allocator.allocate(len(wanted)),
                                                    strict=True)))
         print(plan_json(launch_plan, spec) if args.json else
-              plan_text(launch_plan, spec.health))
+              plan_text(launch_plan, spec.health, planner.pool))
         if not args.json and (extra := backend.plan_lines(launch_plan)):
             print("\n".join(extra))
     finally:

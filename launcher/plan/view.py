@@ -14,6 +14,7 @@ from typing import Any
 
 from launcher.plan.placement import SSH_PORT
 from launcher.plan.planner import LaunchPlan
+from launcher.plan.pool import HostPool
 from launcher.plan.secrets import masked, redact_argv
 from launcher.spec.health import HealthSpec
 from launcher.spec.model import ClusterSpec
@@ -71,7 +72,23 @@ def shown(text: str) -> str:
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
-def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None) -> str:
+def pool_line(pool: HostPool, launch_plan: LaunchPlan) -> str:
+    """What a pool job's plan adds: the pool, the spares, how small it may run, when a host is
+    left out and readmitted."""
+    rules, used = pool.rules, {h.name for h in launch_plan.hosts}
+    spares = [h.name for h in pool.hosts if h.name not in used]
+    smallest = ("never runs smaller" if pool.min_workers == pool.max_workers else
+                f"runs down to {pool.min_workers} of {pool.max_workers} workers")
+    readmit = "never" if rules.readmit_after_s is None else f"after {rules.readmit_after_s:g}s"
+    return (f"pool: {', '.join(h.name for h in pool.hosts)}; spares: "
+            f"{', '.join(spares) or 'none'}; {smallest} (then waits "
+            f"{rules.wait_for_hosts_s:g}s for hosts); a host is left out when its agent is lost "
+            f"or {rules.exclude_after_failures} attempts in a row fail on it, probed again "
+            f"{readmit}")
+
+
+def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None,
+              pool: HostPool | None = None) -> str:
     """The plan as a person reads it (each host as its engine reaches it)."""
     tasks = launch_plan.tasks
     lines = [
@@ -80,6 +97,8 @@ def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None) -> str:
         f"cluster: {json.dumps(dict(launch_plan.cluster))}",
         f"checkpoint dir (chief): {shown(launch_plan.checkpoint_dir or '-')}",
     ]
+    if pool is not None:
+        lines.append(pool_line(pool, launch_plan))
     if launch_plan.resume is not None:
         lines.append(f"resume: {shown(launch_plan.resume.checkpoint)} "
                      f"(step {launch_plan.resume.step})")
