@@ -11,7 +11,13 @@ import importlib
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from launcher.backends.engine import Backend, EngineModule, EngineOptions, Submitter
+    from launcher.backends.engine import (
+        Backend,
+        EngineModule,
+        EngineOptions,
+        LocateLostHost,
+        Submitter,
+    )
     from launcher.spec.model import ClusterSpec
 
 
@@ -30,3 +36,10 @@ def submitter_for(spec: ClusterSpec) -> Submitter | None:
     for later (it runs where tfcluster runs)."""
     make = getattr(engine_module(spec.engine), "submitter", None)
     return None if make is None else cast("Submitter", make())
+
+
+def host_loss_for(spec: ClusterSpec) -> LocateLostHost | None:
+    """How a drill takes one of the engine's hosts away for good (``lose-host``), when the engine
+    knows how (a scheduler's node); None: the drill finds the host itself (a namespace host)."""
+    return cast("LocateLostHost | None", getattr(engine_module(spec.engine),
+                                                  "locate_lost_host", None))

@@ -21,7 +21,7 @@ Optional capabilities sit beside it, e.g. :class:`Submitter` (``tfcluster submit
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +148,23 @@ class Submitter(Protocol):
     def schedule(self, request: Any) -> str:
         """Submit ``request``; the scheduler's job id."""
         ...
+
+
+class LostHost(Protocol):
+    """One host a drill takes away for good and gives back (``lose-host``, ``heal``)."""
+
+    def take_down(self) -> str: ...
+    def enforce(self) -> list[str]: ...
+    def bring_back(self) -> str: ...
+
+
+class LocateLostHost(Protocol):
+    """Optional, an engine module's ``locate_lost_host``: ``host`` of the run of ``job`` made
+    ready to be lost (raises TfclusterError, saying why it cannot be). ``run`` runs the
+    scheduler's commands (tests give their own)."""
+
+    def __call__(self, host: str, job: str, environ: Mapping[str, str],
+                 run: Callable[[Sequence[str]], str] = ...) -> LostHost: ...
 
 
 class EngineModule(Protocol):

@@ -10,8 +10,9 @@ left broken, also when the job failed. Two kinds of hosts can be lost:
 - a network-namespace host (``tests/netns``; the same lookup as :mod:`launcher.drill.partition`:
   the namespace holding the host's address): its link goes down, and comes back up;
 - a node of the Slurm allocation the job runs on (the spec's engine is Slurm): its agent step is
-  killed and the node drained, then resumed (:mod:`launcher.drill.slurm_node`); while it is lost,
-  any agent step started there again is killed too (every :data:`WATCH_S` seconds).
+  killed and the node drained, then resumed (the engine's ``locate_lost_host``,
+  :mod:`launcher.backends.slurm.node_loss`); while it is lost, any agent step started there
+  again is killed too (every :data:`WATCH_S` seconds).
 
 Anything else is refused before the drill starts, one line per host saying why
 (:func:`locate_losses`); so is a drill not run as root.
@@ -29,9 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from launcher.backends import host_loss_for
 from launcher.drill.faults import Action, Fault
 from launcher.drill.partition import NamespaceLink, find_link, set_link
-from launcher.drill.slurm_node import Run, locate_node, run_command
 from launcher.errors import TfclusterError
 from launcher.spec.model import ClusterSpec
 
@@ -83,12 +84,16 @@ class Machine:
     has_ip: Callable[[], bool] = lambda: shutil.which("ip") is not None
     find_link: Callable[[str], NamespaceLink | None] = find_link
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
-    run: Run = run_command
+    #: How a scheduler's commands are run (None: the engine's own way).
+    run: Callable[[Sequence[str]], str] | None = None
 
 
 def _locate(spec: ClusterSpec, host: str, machine: Machine) -> LosableHost:
-    if spec.engine == "slurm":
-        return locate_node(host, spec.name, machine.environ, machine.run)
+    locate = host_loss_for(spec)
+    if locate is not None:  # the engine knows how to take its hosts away (a Slurm node)
+        if machine.run is None:
+            return locate(host, spec.name, machine.environ)
+        return locate(host, spec.name, machine.environ, machine.run)
     if host not in spec.hosts:
         declared = ", ".join(spec.hosts) or "none"
         raise HostLossError(f"no host {host!r} under the spec's hosts (hosts: {declared})")

@@ -12,10 +12,15 @@ from worker.wire.module_start import agent_argv
 SRUN = "srun"
 
 
+def agent_step_name(job: str) -> str:
+    """The name of every step that runs one of ``job``'s agents (``squeue --steps`` shows it)."""
+    return f"tfcluster-{job}"
+
+
 def step_argv_prefix(node: str, *, job: str, workdir: str) -> list[str]:
     """``srun ...`` up to the command: a one-task step on ``node``, in ``workdir``."""
     return [SRUN, "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap",
-            "--kill-on-bad-exit=1", "--input=all", "--quiet", f"--job-name=tfcluster-{job}",
+            "--kill-on-bad-exit=1", "--input=all", "--quiet", f"--job-name={agent_step_name(job)}",
             f"--chdir={workdir}"]
 
 

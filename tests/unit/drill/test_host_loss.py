@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from launcher.backends.slurm.node_loss import SlurmNodeLoss
 from launcher.drill.faults import parse_faults
 from launcher.drill.host_loss import Healed, HostLossError, HostLosses
 from launcher.drill.injector import FaultInjector, resolve
-from launcher.drill.slurm_node import SlurmNodeLoss
 from launcher.errors import TfclusterError
 from launcher.job.tasks import TaskState
 from launcher.run.events import Event, FaultInjected

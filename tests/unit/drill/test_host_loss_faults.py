@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from launcher.backends.slurm.node_loss import SlurmNodeError, SlurmNodeLoss
 from launcher.drill.faults import (
     Action,
     TargetKind,
@@ -20,7 +21,6 @@ from launcher.drill.faults import (
 )
 from launcher.drill.host_loss import HostLossError, Machine, NamespaceHostLoss, locate_losses
 from launcher.drill.partition import NamespaceLink
-from launcher.drill.slurm_node import SlurmNodeError, SlurmNodeLoss
 from launcher.spec.errors import SpecError
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec

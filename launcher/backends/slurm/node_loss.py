@@ -4,7 +4,7 @@ for good, until ``heal`` (or the end of the drill) resumes it.
 Taking the node away drains it (``scontrol update nodename=NODE state=drain
 reason=tfcluster-drill``), then sends SIGKILL (``scancel --signal=KILL JOBID.STEPID``) to every
 step of the job on that node that carries the name tfcluster gives its agent steps
-(``tfcluster-<job>``, see :mod:`launcher.backends.slurm.srun`): the agent dies, its ``srun`` ends
+(:func:`launcher.backends.slurm.srun.agent_step_name`): the agent dies, its ``srun`` ends
 and the coordinator loses the host. The allocation's other steps (``batch``, ``extern``, an
 interactive shell the coordinator may run in) are left alone. A drained node still runs new steps
 of the allocation it belongs to, so while the node is lost :meth:`SlurmNodeLoss.enforce` is called
@@ -14,50 +14,32 @@ restart's agent, a readmission probe). Giving it back resumes it (``state=resume
 
 Refused before the drill starts (:func:`locate_node`), one line saying why: outside an allocation
 (``SLURM_JOB_ID``, ``SLURM_JOB_NODELIST``), a host that is not one of its nodes, a node drained
-already (the drill would resume it at the end). Root is checked by the caller. This is the drill's
-only Slurm code: it runs Slurm's client commands itself, as nothing outside
-:mod:`launcher.backends.slurm` imports that package.
+already (the drill would resume it at the end). Root is checked by the caller. The drill finds it
+through the registry (:func:`launcher.backends.host_loss_for`): the engine's ``locate_lost_host``.
 """
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from launcher.errors import TfclusterError
+from launcher.backends.slurm.commands import SlurmError, slurm_command
+from launcher.backends.slurm.srun import agent_step_name
 
 JOB_ID = "SLURM_JOB_ID"
 NODELIST = "SLURM_JOB_NODELIST"
 #: The reason a drained node shows (``sinfo -R``), so that an operator knows who drained it.
 DRAIN_REASON = "tfcluster-drill"
-#: Longest a Slurm client command may take.
-COMMAND_TIMEOUT_S = 30.0
-
-#: Runs a command (argv, no shell) and returns its standard output; raises SlurmNodeError.
+#: Runs a command (argv, no shell) and returns its standard output; raises SlurmError.
 Run = Callable[[Sequence[str]], str]
 
 
-class SlurmNodeError(TfclusterError):
-    """A Slurm command failed, or a node cannot be taken away; the message says which and why."""
-
-
 def run_command(argv: Sequence[str]) -> str:
-    """``argv``'s standard output, or a :class:`SlurmNodeError` naming the command and why."""
-    try:
-        done = subprocess.run(list(argv), capture_output=True, text=True,
-                              timeout=COMMAND_TIMEOUT_S, check=False)
-    except FileNotFoundError:
-        raise SlurmNodeError(f"{argv[0]} not found: Slurm's client commands must be on PATH") \
-            from None
-    except subprocess.TimeoutExpired:
-        raise SlurmNodeError(f"{argv[0]} did not answer within {COMMAND_TIMEOUT_S:.0f} s: is "
-                             "slurmctld up?") from None
-    if done.returncode != 0:
-        why = done.stderr.strip().splitlines()
-        raise SlurmNodeError(f"{' '.join(argv[:2])} failed (exit {done.returncode}): "
-                             f"{why[-1] if why else 'no message'}")
-    return done.stdout
+    return slurm_command(argv)
+
+
+class SlurmNodeError(SlurmError):
+    """A node cannot be taken away; the message says which and why."""
 
 
 def _fields(line: str) -> dict[str, str]:
@@ -131,4 +113,4 @@ def locate_node(node: str, job: str, environ: Mapping[str, str],
     if "DRAIN" in state.upper():
         raise SlurmNodeError(f"Slurm node {node} is drained already (State={state}): the drill "
                              "would resume it at the end")
-    return SlurmNodeLoss(node, job_id, f"tfcluster-{job}", run)
+    return SlurmNodeLoss(node, job_id, agent_step_name(job), run)
