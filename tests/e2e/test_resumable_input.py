@@ -11,8 +11,11 @@ runs the helper in this process, handing it the ``InputContext`` MWMS gives each
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +121,17 @@ def seen_by_job(workers: int, local: int, position: int, order: np.ndarray) -> l
 
 
 def test_a_job_resumed_with_another_worker_count_trains_on_the_same_global_batches() -> None:
+    """Run in a process of its own: TensorFlow imported here would stay in this test worker
+    (tests elsewhere check that reading a run needs no TensorFlow)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from tests.e2e.test_resumable_input import "
+         "check_global_batches_across_sizes as check; check()"],
+        cwd=REPO, capture_output=True, text=True, timeout=240, check=False,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def check_global_batches_across_sizes() -> None:
     import tensorflow as tf
 
     order = np.random.default_rng(7).permutation(STEPS * GLOBAL_BATCH).reshape(STEPS, GLOBAL_BATCH)

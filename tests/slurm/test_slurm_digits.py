@@ -28,8 +28,8 @@ def _spec(tmp_path: Path, name: str, *, slurm: bool) -> Path:
     data["name"] = name
     data["entrypoint"]["args"] = ["--steps", STEPS, "--deterministic", "--checkpoint-every", "20"]
     data["checkpoint"] = {"dir": str(tmp_path / f"ckpt-{name}")}
-    if not slurm:
-        del data["slurm"]
+    if not slurm:  # the same tasks on this machine: no allocation, no pool
+        del data["slurm"], data["placement"]
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
