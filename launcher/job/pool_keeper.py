@@ -114,7 +114,7 @@ class PoolKeeper:
         now = self.clock()
         self._readmit_answering(self.pool.due_for_probe(now, every_s=PROBE_EVERY_S), now)
         while True:
-            placement = self._placeable(attempt, wait)
+            placement = self._placeable(wait)
             used = {h.name for h in self.last.hosts} if self.last is not None else None
             fresh = [h for h in placement.hosts if used is not None and h.name not in used]
             failing = self.probe(fresh)
@@ -126,7 +126,7 @@ class PoolKeeper:
         self._record(attempt, placement)
         return placement
 
-    def _placeable(self, attempt: int, wait: Wait) -> Placement:
+    def _placeable(self, wait: Wait) -> Placement:
         try:
             return self.pool.place()
         except TooFewHosts as short:
@@ -169,7 +169,6 @@ class PoolKeeper:
             if moved:
                 self.console.say(f"attempt {attempt} uses spare host(s) {', '.join(moved)}")
         self.last = placement
-
 
     def summary(self) -> dict[str, Any]:
         """The ``pool`` section of ``summary.json``: the pool, each attempt's placement, and the
