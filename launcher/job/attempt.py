@@ -15,7 +15,7 @@ import queue
 import signal
 from collections.abc import Callable
 
-from launcher.backends.base import AgentClosed
+from launcher.backends.base import AgentClosed, AgentMessage
 from launcher.job.agents import (
     AGENT_EXIT_WAIT_S,
     START_WAIT_S,
@@ -78,15 +78,9 @@ class AttemptRunner:
                  phase: Callable[[JobState], None], health: HealthSpec,
                  hooks: AttemptHooks | None = None, clock: Clock,
                  watch: TaskHealthWatch) -> None:
-        self.plan = launch_plan
-        self.agents = agents
-        self.inbox = inbox
-        self.run_dir = run_dir
-        self.console = console
-        self.emit = emit
-        self.warn = console.warn
-        self._phase = phase
-        self.hooks = hooks
+        self.plan, self.agents, self.inbox, self.run_dir = launch_plan, agents, inbox, run_dir
+        self.console, self.emit, self.warn = console, emit, console.warn
+        self._phase, self.hooks = phase, hooks
         self.watch = watch  # per-task figures, stragglers, memory, metrics
         self.clock = clock
         self.tasks = TaskTable(launch_plan.tasks)
@@ -111,8 +105,6 @@ class AttemptRunner:
     @property
     def attempt(self) -> int:
         return self.plan.attempt
-
-    # --- the attempt -------------------------------------------------------------------------
 
     def run(self) -> AttemptResult:
         self._phase(JobState.STARTING)
@@ -153,7 +145,7 @@ class AttemptRunner:
         while keep_going():
             now = self.clock()
             wake = [IDLE_WAKE_S if deadline is None else deadline - now]
-            if watch_health and (due := self.health.next_deadline()) is not None:
+            if watch_health and (due := self._next_deadline()) is not None:
                 wake.append(due - now)
             if self.terminate_at is not None:
                 wake.append(self.terminate_at - now)
@@ -179,13 +171,12 @@ class AttemptRunner:
             self._on_agent_up(item)
         elif isinstance(item, AgentDown):
             self._on_agent_down(item)
-        else:
+        elif isinstance(item, AgentMessage):
             self.health.host_seen(item.host, item.received_at)
             self.watch.observe(self.attempt, item.host, item.message, item.received_at)
             self._on_message(item.host, item.message, item.received_at)
 
-    def _on_output(self, _host: str, message: Output) -> None:
-        """Task output, straight from an agent's reader thread (see AgentSet.route_output)."""
+    def _on_output(self, _host: str, message: Output) -> None:  # from a reader thread
         line = self.redact(message.line)
         self.console.task_line(message.task, line)
         self.logs.write(message.task, line)
@@ -307,8 +298,11 @@ class AttemptRunner:
             if active:
                 runtime.to(TaskState.STOPPED)
             return
-        if not active:
-            return
+        if active:
+            self._task_failed(host, message, received_at)
+
+    def _task_failed(self, host: str, message: Exited, received_at: float) -> None:
+        """A running task failed: the attempt stops (all tasks of a lock-step job go together)."""
         kind = self.failures.exited(host, message, received_at, self.watch.oom_note(message.task))
         self._stop(f"{message.task} failed", graceful=kind is FailureKind.PREEMPTED)
 
@@ -326,6 +320,10 @@ class AttemptRunner:
         if self.stopping_since is None:
             self._dump_stacks()
             self._stop("unhealthy: " + "; ".join(i.message for i in issues))
+
+    def _next_deadline(self) -> float | None:
+        """When the next health deadline (or other timer of the attempt) is due."""
+        return self.health.next_deadline()
 
     def _record_hang(self, issue: HealthIssue) -> None:
         if issue.task is None:

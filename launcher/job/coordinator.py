@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import queue
 import signal
@@ -34,12 +35,13 @@ from launcher.job.attempt import AttemptRunner
 from launcher.job.health import in_force
 from launcher.job.hooks import AttemptHooks, HookList
 from launcher.job.inbox import Inbox, InboxItem, Interrupt
-from launcher.job.policy import Action, Decision, decide
+from launcher.job.policy import Action, Decision, decide, restarts_used
 from launcher.job.pool_keeper import GrowWatch, HostsWaitInterrupted, PoolKeeper
 from launcher.job.preemption_notices import PreemptionNotices
+from launcher.job.ps_attempt import PsAttemptRunner, SingleRestarts
 from launcher.job.reservation import Reservation, reserve
 from launcher.job.resume import FRESH, StartingPoint
-from launcher.job.resume_point import find_resume
+from launcher.job.resume_point import find_resume, latest_resume
 from launcher.job.seams import LoopSeams
 from launcher.job.state import JobState, JobStateMachine
 from launcher.job.task_health import TaskHealthWatch
@@ -116,6 +118,9 @@ class Coordinator:
         self.keeper: PoolKeeper | None = None  # a pool's (launcher.job.pool_keeper)
         self.grow: GrowWatch | None = None
         self.exhausted: TooFewHosts | None = None
+        #: A parameter_server job's single-task restarts (launcher.job.ps_attempt).
+        self.single = SingleRestarts(self.spec.restart, latest=lambda: None) \
+            if self.spec.parameter_server else None
         if planner.pool is not None:
             self.keeper = PoolKeeper(planner.pool, backend, job=self.spec.name, console=console,
                                      emit=self._emit, clock=self.clock)
@@ -181,7 +186,8 @@ class Coordinator:
                            run_dir=str(self.run_dir.path), started=started,
                            sections={**self.watch.close(),
                                      **self.session.summary(result.attempts),
-                                     **(self.keeper.summary() if self.keeper else {})})
+                                     **(self.keeper.summary() if self.keeper else {}),
+                                     **(self.single.summary() if self.single else {})})
 
     def _run_dir_broke(self, exc: OSError, started: float) -> RunDirError:
         """The run directory failed mid-job; the attempt's agents were closed on the way out (every
@@ -267,11 +273,7 @@ class Coordinator:
             for event in self.session.attempt_events(attempt, history, launch_plan.hosts):
                 self._emit(event)
             self._fresh_queue()
-            result = AttemptRunner(
-                launch_plan, agents=self.agents,
-                inbox=self.queue, run_dir=self.run_dir, console=self.console, emit=self._emit,
-                phase=self._phase, health=in_force(spec.health, history), hooks=self.hooks,
-                clock=self.clock, watch=self.watch).run()
+            result = self._runner(launch_plan).run()
             self.bad_checkpoints |= result.bad_checkpoints
             result = dataclasses.replace(result, preemption_notice=self._notices.of(attempt))
             if result.status in (AttemptStatus.FAILED, AttemptStatus.RESIZED):
@@ -305,6 +307,20 @@ class Coordinator:
                                                     f"tfcluster was stopped by {interrupt.name}"),
                                   exit_code=exit_code_for_signal(interrupt.signum))
             attempt += 1
+
+    def _runner(self, launch_plan: LaunchPlan) -> AttemptRunner:
+        """The attempt's runner: a parameter_server job's restarts single tasks."""
+        common: dict[str, Any] = dict(
+            agents=self.agents, inbox=self.queue, run_dir=self.run_dir, console=self.console,
+            emit=self._emit, phase=self._phase, health=in_force(self.spec.health, self.history),
+            hooks=self.hooks, clock=self.clock, watch=self.watch)
+        if self.single is None:
+            return AttemptRunner(launch_plan, **common)
+        self.single.used_before = restarts_used(self.history)
+        self.single.latest = functools.partial(latest_resume, launch_plan,
+                                               chief_files=self.backend.chief_files,
+                                               bad=self.bad_checkpoints)
+        return PsAttemptRunner(launch_plan, single=self.single, **common)
 
     def _place(self, attempt: int) -> JobResult | None:
         """Place ``attempt`` from the pool; the job's end when no placement can be had."""

@@ -32,6 +32,11 @@ class FailureLog:
         self.failures.append(failure)
         self._emit(TaskFailed(failure))
 
+    def recovered(self) -> TaskFailure:
+        """The latest failure was recovered from (its task was started again alone): it is no
+        longer one of the attempt's."""
+        return self.failures.pop()
+
     def exited(self, host: str, message: Exited, received_at: float,
                oom_note: str | None = None) -> FailureKind:
         """A running task exited unexpectedly (non-zero, or a signal tfcluster did not send);

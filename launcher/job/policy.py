@@ -37,8 +37,8 @@ class Decision:
 
 def restarts_used(history: Sequence[AttemptResult]) -> int:
     """Restarts charged to the budget: failed attempts, except start-up port clashes and justified
-    graceful preemptions."""
-    return sum(1 for r in history if r.charged)
+    graceful preemptions, and the chief's restarts within attempts (ParameterServerStrategy)."""
+    return sum(int(r.charged) + r.training_restarts for r in history)
 
 
 #: Beyond this many doublings the cap has long been reached (and 2.0**n would overflow).
@@ -94,7 +94,7 @@ def _charged_restart(history: Sequence[AttemptResult], restart: RestartSpec,
     """A failure that uses up the budget: restart with exponential backoff, or give up.
     ``prefix`` says why an exit that looked restartable is counted."""
     last = history[-1]
-    used = restarts_used(history[:-1])
+    used = restarts_used(history[:-1]) + last.training_restarts
     if restart.max_restarts == 0:
         return Decision(Action.FAIL, _counted(prefix, "a task failed and restarts are off "
                                               "(restart.max_restarts = 0)"))
@@ -125,7 +125,10 @@ def decide(history: Sequence[AttemptResult], restart: RestartSpec,
     """
     last = history[-1]
     if last.status is AttemptStatus.SUCCEEDED:
-        return Decision(Action.SUCCEED, "every task exited 0")
+        return Decision(Action.SUCCEED, "the chief exited 0 (the servers were stopped)"
+                        if last.chief_finished else "every task exited 0")
+    if last.gave_up is not None:  # a ParameterServerStrategy task's restarts ran out
+        return Decision(Action.FAIL, last.gave_up)
     if last.status is AttemptStatus.INTERRUPTED:
         return Decision(Action.FAIL, f"tfcluster was stopped by {last.interrupt_signal}")
     if last.status is AttemptStatus.RESIZED:

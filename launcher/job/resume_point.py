@@ -61,3 +61,16 @@ def _find(launch_plan: LaunchPlan, result: AttemptResult, previous: ResumePoint 
         result, checkpoint_step=None if checkpoint is None else checkpoint.step,
         made_progress=after > before)
     return result, resume
+
+
+def latest_resume(launch_plan: LaunchPlan, *, chief_files: ChiefFiles,
+                  bad: set[str]) -> ResumePoint | None:
+    """The chief's latest complete checkpoint now (None: none, or it cannot be read): what a
+    chief started again alone resumes from (ParameterServerStrategy)."""
+    if launch_plan.checkpoint_dir is None:
+        return None
+    with chief_files.fs(launch_plan.chief_host) as fs:
+        if fs is None:
+            return None
+        checkpoint = latest_checkpoint(launch_plan.checkpoint_dir, fs, bad=bad).checkpoint
+    return None if checkpoint is None else ResumePoint(checkpoint.prefix, checkpoint.step)

@@ -3,9 +3,11 @@
 ::
 
     PENDING --> STARTING --> RUNNING --> SUCCEEDED
-       |           |   |        |            ^
-       |           |   +--------|------------+  (every task exited before all had started)
-       |           +------------+--> STOPPING --> RESTARTING --> STARTING (next attempt)
+       |           |   |        |            ^  ^
+       |           |   +--------|------------+  |  (every task exited before all had started)
+       |           +------------+--> STOPPING --+  (parameter_server: the chief exited 0)
+       |                                 |
+       |                                 +--> RESTARTING --> STARTING (next attempt)
        |                                 |            |
        +---------------------------------+------------+--> FAILED
 
@@ -13,7 +15,8 @@
 - STARTING: agents are being started and tasks launched; no task has reported a step yet.
 - RUNNING: at least one task reported progress (or every task started).
 - STOPPING: a task failed, a host was lost, or tfcluster was interrupted: every task is being torn
-  down (TERM, grace period, KILL of whole trees) and the teardown is verified.
+  down (TERM, grace period, KILL of whole trees) and the teardown is verified. A
+  parameter_server job also stops its servers this way once its chief exited 0 (-> SUCCEEDED).
 - RESTARTING: the policy chose to restart; waiting out the backoff.
 - SUCCEEDED / FAILED: final.
 """
@@ -37,7 +40,7 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     JobState.PENDING: frozenset({JobState.STARTING, JobState.FAILED}),
     JobState.STARTING: frozenset({JobState.RUNNING, JobState.STOPPING, JobState.SUCCEEDED}),
     JobState.RUNNING: frozenset({JobState.STOPPING, JobState.SUCCEEDED}),
-    JobState.STOPPING: frozenset({JobState.RESTARTING, JobState.FAILED}),
+    JobState.STOPPING: frozenset({JobState.RESTARTING, JobState.FAILED, JobState.SUCCEEDED}),
     JobState.RESTARTING: frozenset({JobState.STARTING, JobState.FAILED}),
     JobState.SUCCEEDED: frozenset(),
     JobState.FAILED: frozenset(),

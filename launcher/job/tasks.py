@@ -4,7 +4,9 @@ Transitions (anything else is a bug and raises):
 
 - ``PENDING`` -> ``RUNNING`` when its agent reports it started;
 - ``PENDING`` / ``RUNNING`` -> ``SUCCEEDED`` (exit 0), ``FAILED`` (it died, hung, or its host was
-  lost) or ``STOPPED`` (it exited because tfcluster was stopping the attempt).
+  lost) or ``STOPPED`` (it exited because tfcluster was stopping the attempt, or the task);
+- ``FAILED`` / ``STOPPED`` -> ``PENDING`` when it is started again alone, the others running on
+  (a ParameterServerStrategy restart: :mod:`launcher.job.task_policy`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ _ALLOWED = {
     TaskState.PENDING: {TaskState.RUNNING, TaskState.SUCCEEDED, TaskState.FAILED,
                         TaskState.STOPPED},
     TaskState.RUNNING: {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED},
+    TaskState.FAILED: {TaskState.PENDING},  # started again alone (ParameterServerStrategy)
+    TaskState.STOPPED: {TaskState.PENDING},
 }
 
 
@@ -67,6 +71,12 @@ class TaskRuntime:
         if due:
             self.last_progress_event = at
         return first, due
+
+    def again(self) -> None:
+        """Started again alone: what it reported before is forgotten."""
+        self.to(TaskState.PENDING)
+        self.pid = self.first_step = self.step = self.restore_failed = None
+        self.last_progress_event = 0.0
 
     def to(self, state: TaskState) -> None:
         if state not in _ALLOWED.get(self.state, set()):

@@ -76,6 +76,8 @@ class _Attempt:
     steps: dict[str, int] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)
     health: dict[str, Any] | None = None
+    failed: dict[str, dict[str, Any]] = field(default_factory=dict)  # not recovered from
+    restarts: dict[str, tuple[int, str]] = field(default_factory=dict)  # alone: count, why
 
 
 def _attempts(events: list[dict[str, Any]]) -> list[_Attempt]:
@@ -97,9 +99,17 @@ def _attempts(events: list[dict[str, Any]]) -> list[_Attempt]:
             current.states[task] = "stopped" if event.get("stopped") else "done"
         elif kind == EventType.TASK_FAILED and task:
             current.states[task] = f"failed ({event.get('kind')})"
-            if current.root_cause is None or float(event.get("died_at", 0)) < float(
-                    current.root_cause.get("died_at", 0)):
-                current.root_cause = event
+            current.failed[task] = event
+            current.root_cause = min(current.failed.values(),
+                                     key=lambda e: float(e.get("died_at", 0)))
+        elif kind in ("task_restarted", "task_left_out") and task:  # recovered from, alone
+            current.failed.pop(task, None)
+            current.root_cause = min(current.failed.values(), default=None,
+                                     key=lambda e: float(e.get("died_at", 0)))
+            restarted = kind == "task_restarted"
+            current.states[task] = "restarting" if restarted else "left out"
+            count = current.restarts.get(task, (0, ""))[0] + int(restarted)
+            current.restarts[task] = (count, str(event.get("cause", "")))
         elif kind == EventType.JOB_HEALTH:
             current.health = event
         elif kind == EventType.JOB_RESTARTING:
@@ -218,8 +228,17 @@ def _task_lines(attempt: _Attempt, ended: dict[str, Any]) -> list[str]:
                    f"step {'-' if step is None else step:<8} "
                    f"{'-' if rate is None else f'{rate:.2f}'} steps/s  "
                    f"cpu {'-' if cpu is None else f'{cpu:.0f}%'}{' (mean)' if final else ''}  "
-                   f"{'peak rss' if final else 'rss'} {_size(one.get('rss_bytes'))}")
+                   f"{'peak rss' if final else 'rss'} {_size(one.get('rss_bytes'))}"
+                   + _restarts(attempt.restarts.get(name)))
     return out
+
+
+def _restarts(restarts: tuple[int, str] | None) -> str:
+    """A task restarted alone (parameter_server): how often, and the last decision."""
+    if restarts is None:
+        return ""
+    count, cause = restarts
+    return f"  restarted {count}x (last: {cause})" if count else f"  (left out: {cause})"
 
 
 def _health_lines(run_dir: Path, events: list[dict[str, Any]],

@@ -100,6 +100,12 @@ class StatusBoard:
             self.row(task).state = "stopped" if event.get("stopped") else "done"
         elif kind == EventType.TASK_FAILED and task in self.rows:
             self.row(task).state = f"failed ({event.get('kind')})"
+        elif kind == "task_restarted" and task:  # a parameter_server job's task, alone
+            for name in (task, *event.get("together", ())):
+                self.row(name).restarts += 1
+                self.row(name).state = "restarting"
+        elif kind == "task_left_out" and task:
+            self.row(task).state = "left out"
         elif kind == EventType.JOB_HEALTH and int(event.get("attempt", 0)) == self.attempt:
             self._health(event)
         elif kind == EventType.TASK_STRAGGLING and task in self.rows:

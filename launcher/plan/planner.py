@@ -25,11 +25,12 @@ from launcher.plan.placement import (
     needs_port,
 )
 from launcher.plan.pool import HostPool
+from launcher.spec.entrypoint import EntrypointSpec
 from launcher.spec.model import ClusterSpec
 from worker.wire import env
 from worker.wire.protocol import Launch, TaskLaunch
 from worker.wire.tfconfig import (
-    EVALUATOR,
+    TRAINING_TYPES,
     TaskId,
     TFConfig,
     build_cluster,
@@ -109,7 +110,7 @@ class LaunchPlan:
     @property
     def workers(self) -> int:
         """Training tasks (chief and workers) the attempt runs."""
-        return sum(1 for t in self.tasks if t.task.type != EVALUATOR)
+        return sum(1 for t in self.tasks if t.task.type in TRAINING_TYPES)
 
     @property
     def ports(self) -> dict[str, int]:
@@ -195,9 +196,15 @@ def remote_process_table(run_dir: str, host: str) -> str:
     return posixpath.join(REMOTE_AGENTS_DIR, name)
 
 
-def entrypoint_argv(spec: ClusterSpec, python: str) -> tuple[str, ...]:
-    """Python entrypoints run under ``worker.runtime.bootstrap`` (traceback capture, stack dumps)."""
-    entry = spec.entrypoint
+#: What a parameter_server job's workers and ps run when their group names no entrypoint.
+SERVER_MODULE = "worker.server"
+
+
+def entrypoint_argv(entry: EntrypointSpec | None, python: str) -> tuple[str, ...]:
+    """Python entrypoints run under ``worker.runtime.bootstrap`` (traceback capture, stack dumps);
+    None is tfcluster's TF server (:data:`SERVER_MODULE`)."""
+    if entry is None:
+        return (python, "-m", "worker.runtime.bootstrap", "-m", SERVER_MODULE)
     if entry.module is not None:
         return (python, "-m", "worker.runtime.bootstrap", "-m", entry.module, *entry.args)
     if entry.script is not None:
@@ -226,7 +233,7 @@ def plan(spec: ClusterSpec, placement: Placement, *, attempt: int, run_dir: str,
     checkpoint_dir = _checkpoint_dir(spec, placement, base_dir)
     base_env = {"PYTHONUNBUFFERED": "1", **spec.env}
     slices = gpu_slices(spec)
-    workers = sum(1 for placed in placement.tasks if placed.task.type != EVALUATOR)
+    workers = sum(1 for placed in placement.tasks if placed.task.type in TRAINING_TYPES)
     host_tasks: dict[str, list[TaskPlan]] = {}
     for placed in placement.tasks:
         host = placement.host(placed.host)
@@ -252,7 +259,8 @@ def plan(spec: ClusterSpec, placement: Placement, *, attempt: int, run_dir: str,
         cwd = absolute(spec.workdir, base_dir) if host.resolves_paths else spec.workdir
         host_tasks.setdefault(placed.host, []).append(TaskPlan(
             task=placed.task, host=placed.host, port=port_of[placed.task], tf_config=tf_config,
-            argv=entrypoint_argv(spec, host.python), env=task_env, cwd=cwd))
+            argv=entrypoint_argv(spec.entrypoint_of(placed.task), host.python), env=task_env,
+            cwd=cwd))
     hosts = tuple(_host_plan(placement.host(name), tuple(tasks),
                              sum(len(slices.get(t.task, ())) for t in tasks))
                   for name, tasks in host_tasks.items())

@@ -2,6 +2,7 @@
 failures, the attempts' outcomes and ``summary.json``. Below the job loop and the output that write
 and read them."""
 
-# The pool's events register themselves with the package, so that every reader of events.jsonl
-# knows them (defining an event class registers it).
+# The events of pools and of single-task restarts register themselves with the package, so that
+# every reader of events.jsonl knows them (defining an event class registers it).
 from launcher.run import pool_events as _pool_events  # noqa: F401
+from launcher.run import task_events as _task_events  # noqa: F401

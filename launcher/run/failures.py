@@ -39,6 +39,7 @@ class FailureKind(str, Enum):
     PREEMPTED = "preempted"        # exited with a preemption code (42, 143 by default): "restart me"
     RESTORE_FAILED = "restore_failed"  # could not restore the checkpoint it was given
     STEP_MISMATCH = "step_mismatch"  # the tasks of one attempt started from different steps
+    SERVER_SILENT = "server_silent"  # a TF server's port stopped answering, its process alive
 
 
 #: Exit codes that mean "saved, restart me" (a graceful preemption) unless the spec's
@@ -156,6 +157,14 @@ class TaskFailure:
                 number = self.signal.removeprefix("SIG")
                 return exit_code_for_signal(int(number)) if number.isdigit() else 1
         return 1
+
+    def how(self) -> str:
+        """How it failed, in a few words: ``killed by SIGKILL``, ``exited 1``, its message."""
+        if self.signal:
+            return f"killed by {self.signal}"
+        if self.exit_code is not None:
+            return f"exited {self.exit_code}"
+        return clip_line(self.message or self.kind.value, STORED_MESSAGE_CHARS)
 
     def headline(self) -> str:
         """One line: which task failed, where, and how (its message masked and bounded)."""

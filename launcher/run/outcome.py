@@ -47,6 +47,15 @@ class AttemptResult:
     #: Task name -> host, and the training tasks (chief and workers) the attempt ran.
     placement: Mapping[str, str] = field(default_factory=dict)
     workers: int | None = None
+    #: ParameterServerStrategy: the chief's restarts within the attempt (each spends one of
+    #: ``restart.max_restarts``), every single-task restart (task -> count), the failures they
+    #: recovered from, the workers left out, and why the job was given up (None: it was not).
+    training_restarts: int = 0
+    task_restarts: Mapping[str, int] = field(default_factory=dict)
+    recovered: tuple[TaskFailure, ...] = ()
+    left_out: tuple[str, ...] = ()
+    gave_up: str | None = None
+    chief_finished: bool = False
 
     @property
     def cause_kind(self) -> FailureKind | None:
@@ -115,4 +124,8 @@ class AttemptResult:
             "placement": dict(self.placement),
             "workers": self.workers,
             "counted_against_budget": self.charged,
+            **({"task_restarts": dict(self.task_restarts), "training_restarts":
+                self.training_restarts, "left_out": list(self.left_out),
+                "recovered": [f.to_dict() for f in self.recovered]}
+               if self.task_restarts or self.left_out else {}),
         }

@@ -28,7 +28,8 @@ _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class RestartSpec(BaseModel):
-    """How often the whole job is restarted after a task fails, and how long to wait between."""
+    """How often the job (and, under ParameterServerStrategy, a single task) is restarted after
+    a task fails, and how long to wait between."""
 
     model_config = _FROZEN
 
@@ -49,6 +50,15 @@ class RestartSpec(BaseModel):
     #: With warm spares, for scripts that never report a step (``worker.report``): start the
     #: spares this long after an attempt started (a reported step starts them at once).
     spare_fill_delay_s: Delay = 30.0
+    #: ParameterServerStrategy: restarts of single tasks (a worker rejoining while the chief
+    #: trains on), over the whole job; ``max_restarts`` counts the restarts of the training
+    #: itself (the chief, from its checkpoint).
+    max_task_restarts: Annotated[int, Field(strict=True, ge=0),
+                                 AfterValidator(check_restarts)] = 10
+    #: A task that fails this many times in a row, each time within ``task_crash_window_s``
+    #: of its start, is in a crash loop: it is left out and the job goes on without it.
+    task_crash_loop: Annotated[int, Field(strict=True, ge=1)] | None = 3
+    task_crash_window_s: Seconds = 10.0
 
     @model_validator(mode="after")
     def _backoff_order(self) -> RestartSpec:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
-import shlex
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -28,12 +27,12 @@ from pydantic import (
     model_validator,
 )
 
+from launcher.spec.entrypoint import EntrypointSpec
 from launcher.spec.errors import FieldProblems
 from launcher.spec.health import HealthSpec, RestartSpec
 from launcher.spec.limits import (
     PathText,
     Text,
-    Word,
     check_task_count,
     check_text,
     env_entry_problem,
@@ -57,8 +56,14 @@ from launcher.spec.rules import (
     is_local,
     tf_config_size,
 )
+from launcher.spec.strategy import (
+    PARAMETER_SERVER,
+    Strategy,
+    strategy_in_force,
+    strategy_problems,
+)
 from worker.wire.env import TF_CONFIG
-from worker.wire.tfconfig import checkpoint_writer
+from worker.wire.tfconfig import PS, TRAINING_TYPES, WORKER, TaskId, checkpoint_writer
 
 #: Env var names tfcluster sets itself, so a spec may not set them.
 RESERVED_ENV_PREFIX = "TFCLUSTER_"
@@ -67,7 +72,6 @@ _MAX_PORT = 65535
 _JOB_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
-_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 # --- field types ---------------------------------------------------------------------------------
@@ -115,56 +119,6 @@ _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 # --- models --------------------------------------------------------------------------------------
 
 
-class EntrypointSpec(BaseModel):
-    """What each task runs: exactly one of ``python -m module``, ``python script`` or a command."""
-
-    model_config = _FROZEN
-
-    module: Annotated[Word, Field(min_length=1)] | None = None
-    script: PathText | None = None
-    #: argv of a program; a string is split with ``shlex.split`` and never given to a shell.
-    command: list[Word] | None = None
-    args: list[Word] = []
-    #: With ``restart.warm_spares``: modules each spare imports before it waits for the next
-    #: attempt's launch (a Python entrypoint only; a command always starts cold).
-    preload: list[Annotated[Word, Field(min_length=1)]] = ["tensorflow"]
-
-    @field_validator("preload")
-    @classmethod
-    def _preload_names(cls, value: list[str]) -> list[str]:
-        bad = [name for name in value if not _MODULE_NAME.fullmatch(name)]
-        if bad:
-            raise ValueError(f"not Python module names: {', '.join(show_text(b) for b in bad)}")
-        return value
-
-    @field_validator("module")
-    @classmethod
-    def _module_name(cls, value: str | None) -> str | None:
-        if value is not None and not _MODULE_NAME.fullmatch(value):
-            raise ValueError(f"not a Python module name (got {show_text(value)})")
-        return value
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _split_command(cls, value: object) -> object:
-        if isinstance(value, str):
-            try:
-                value = shlex.split(value)
-            except ValueError as exc:
-                raise ValueError(f"cannot split into arguments: {exc}") from None
-        if isinstance(value, list) and not value:
-            raise ValueError("must not be empty")
-        return value
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> EntrypointSpec:
-        given = [k for k in ("module", "script", "command") if getattr(self, k) is not None]
-        if len(given) != 1:
-            got = " and ".join(given) if given else "none"
-            raise ValueError(f"give exactly one of module, script, command (got {got})")
-        return self
-
-
 class HostSpec(BaseModel):
     """How to reach a remote host over SSH. ``~`` in file paths is kept as written."""
 
@@ -187,11 +141,14 @@ class TaskGroupSpec(BaseModel):
 
     model_config = _FROZEN
 
-    type: Literal["chief", "worker", "evaluator"]
+    type: Literal["chief", "worker", "ps", "evaluator"]
     host: HostName = "localhost"
     #: None: allocated at run time, which only local hosts allow.
     port: Port | None = None
     count: Annotated[int, Field(strict=True, ge=1), AfterValidator(check_task_count)] = 1
+    #: What this group's tasks run instead of the job's ``entrypoint`` (e.g. a custom server
+    #: for a parameter_server job's workers or ps, whose default is ``python -m worker.server``).
+    entrypoint: EntrypointSpec | None = None
 
     @model_validator(mode="after")
     def _group_rules(self) -> TaskGroupSpec:
@@ -220,7 +177,11 @@ class ClusterSpec(BaseModel):
     model_config = _FROZEN
 
     name: str
+    #: What the tasks run (in a parameter_server job: the chief's ClusterCoordinator program).
     entrypoint: EntrypointSpec
+    #: TensorFlow's multi-worker strategy (launcher.spec.strategy); null: parameter_server when
+    #: a ps task exists, else multi_worker_mirrored.
+    strategy: Strategy | None = None
     #: Interpreter on each host; None: the coordinator's own on local hosts.
     python: PathText | None = None
     workdir: PathText = "."
@@ -260,6 +221,9 @@ class ClusterSpec(BaseModel):
 
     @model_validator(mode="after")
     def _cluster_rules(self) -> ClusterSpec:
+        if wrong := list(strategy_problems(self.strategy, self.tasks,
+                                           self.placement is not None or self.slurm is not None)):
+            raise FieldProblems(wrong)
         if placed := list(placement_problems(self.placement, self.slurm, self.tasks,
                                              list(self.hosts), self.max_workers)):
             raise FieldProblems(placed)
@@ -272,7 +236,8 @@ class ClusterSpec(BaseModel):
         if self.resources is not None and (short := list(resource_problems(
                 self.resources, [s.host for s in self.task_slots()], self.env))):
             raise FieldProblems(short)
-        words = [*(self.entrypoint.command or ()), *self.entrypoint.args]
+        words = [word for entry in (self.entrypoint, *(g.entrypoint for g in self.tasks))
+                 if entry is not None for word in (*(entry.command or ()), *entry.args)]
         tf_config = tf_config_size(list(enumerate(self.tasks)), self.hosts)
         too_big = exec_size_problem(exec_size(words, self.env, tf_config))
         if too_big:
@@ -307,7 +272,22 @@ class ClusterSpec(BaseModel):
     @property
     def max_workers(self) -> int:
         """Training tasks (chief and workers) the spec asks for: the job's full size."""
-        return sum(g.count for g in self.tasks if g.type != "evaluator")
+        return sum(g.count for g in self.tasks if g.type in TRAINING_TYPES)
+
+    @property
+    def parameter_server(self) -> bool:
+        """Whether the job runs ParameterServerStrategy (launcher.spec.strategy)."""
+        return strategy_in_force(self.strategy, self.tasks) == PARAMETER_SERVER
+
+    def entrypoint_of(self, task: TaskId) -> EntrypointSpec | None:
+        """What ``task`` runs: its group's entrypoint, else the job's; None for a worker or ps
+        of a parameter_server job with none of its own (tfcluster's TF server runs there)."""
+        for position, slot in expand(list(enumerate(self.tasks))):
+            if slot.task == task and (own := self.tasks[position].entrypoint) is not None:
+                return own
+        if self.parameter_server and task.type in (WORKER, PS):
+            return None
+        return self.entrypoint
 
     def _chief_host(self) -> str | None:
         """Host of the task that writes checkpoints (:func:`worker.wire.tfconfig.checkpoint_writer`)."""

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from launcher.spec.errors import SpecProblem
 from launcher.spec.limits import MAX_ARG_BYTES, MAX_TASKS, TASK_LIMIT_REASON
-from worker.wire.tfconfig import CHIEF, EVALUATOR, WORKER, TaskId
+from worker.wire.tfconfig import CHIEF, EVALUATOR, TASK_TYPES, WORKER, TaskId
 
 
 class TaskGroupSpec(Protocol):
@@ -49,7 +49,7 @@ def is_local(host: str, declared: Collection[str]) -> bool:
 
 
 def expand(groups: Sequence[tuple[int, TaskGroupSpec]]) -> Iterator[tuple[int, TaskSlot]]:
-    next_index = dict.fromkeys((CHIEF, WORKER, EVALUATOR), 0)
+    next_index = dict.fromkeys(TASK_TYPES, 0)
     for position, group in groups:
         for offset in range(group.count):
             task = TaskId(group.type, next_index[group.type])

@@ -9,9 +9,9 @@ warm spare, or a few cold starts at a time), and then runs one event loop (a sel
 - the tasks' stdout / stderr / report pipes: one bounded read per pipe and turn, relayed as
   ``output`` / ``progress`` / ``report`` within each stream's budget (:mod:`worker.agent.task_process`);
 - ``SIGCHLD`` (through the signal wakeup fd): exits are reaped and reported the moment they happen;
-- stdin: ``signal``, ``dump_stacks``, ``terminate`` commands, and EOF, which means the coordinator is
-  gone (it died or the SSH connection dropped): every task's whole tree is killed
-  (:mod:`worker.agent.teardown`) and the agent exits;
+- stdin: ``signal``, ``dump_stacks``, ``stop_task`` / ``start_task`` (one task alone), ``terminate``
+  commands, and EOF, which means the coordinator is gone (it died or the SSH connection dropped):
+  every task's whole tree is killed (:mod:`worker.agent.teardown`) and the agent exits;
 - between attempts, the next ``launch``: an attempt ends with a ``terminate``, which the agent
   confirms with ``terminated`` once every task tree is gone; the coordinator sends the next launch
   only after that, so every message of one attempt comes before any of the next;
@@ -40,9 +40,11 @@ from worker.agent import host_memory, process_tree
 from worker.agent.command_input import CommandInput
 from worker.agent.greeting import greet
 from worker.agent.outbox import Outbox
+from worker.agent.single_tasks import SingleStops
 from worker.agent.spares.pool import SELECTOR_DATA
 from worker.agent.spares.warm_starts import WarmStarts
 from worker.agent.task_process import MAX_AGENT_ERROR_CHARS, SpawnError, TaskProcess
+from worker.agent.task_signals import dump_stacks, signal_tasks
 from worker.agent.task_starts import TaskStarts
 from worker.agent.teardown import Teardown
 from worker.wire import process_table
@@ -58,12 +60,13 @@ from worker.wire.protocol import (
     ProtocolError,
     SignalTasks,
     Started,
+    StartTask,
+    StopTask,
     TaskLaunch,
     Terminate,
     Terminated,
     decode_command,
 )
-from worker.wire.signals import STACK_DUMP_SIGNAL
 
 #: Grace given to tasks when the coordinator vanished (stdin EOF) without asking for a terminate.
 EOF_GRACE_S = 2.0
@@ -88,13 +91,12 @@ class Agent:
         self.launch: Launch | None = None
         self.table: process_table.TableKeeper | None = None  # named by the first launch
         self.input_closed = False  # stdin EOF: the coordinator is done with us (or gone)
-        self.output_broken = False  # nobody reads our messages any more
+        self.output_broken = self._watching_output = False  # nobody reads us; stdout watched
         self.warm = WarmStarts(self.selector)
         self.starts = TaskStarts(self.warm)
         self.teardown = Teardown(self.tasks, kept=self.warm.pool.pids)
-        self.next_heartbeat = 0.0
-        self.next_record = 0.0
-        self._watching_output = False
+        self.stops = SingleStops()  # tasks stopped alone (StopTask)
+        self.next_heartbeat = self.next_record = 0.0
         self.last_command_at = time.monotonic()
 
     @property
@@ -142,10 +144,7 @@ class Agent:
                                        "the last attempt's tasks still run (terminate them)"))
             return
         for task in self.tasks.values():
-            for fd in list(task.fds):
-                if self.by_fd.pop(fd, None) is not None:
-                    self.selector.unregister(fd)
-            task.close()
+            self._forget(task)
         self.tasks.clear()  # in place: the teardown holds this dict
         self.dropping.clear()
         self.by_pid.clear()
@@ -153,6 +152,29 @@ class Agent:
         self.outbox.new_attempt()
         self.launch = launch
         self.start_tasks(launch)
+
+    def _forget(self, task: TaskProcess) -> None:
+        """Stop watching the pipes of ``task``, which has exited (its attempt is over, or anew)."""
+        for fd in list(task.fds):
+            if self.by_fd.pop(fd, None) is not None:
+                self.selector.unregister(fd)
+        task.close()
+        self.dropping.pop(task.task, None)
+
+    def restart_task(self, task_launch: TaskLaunch) -> None:
+        """Start one task of this attempt again, alone (:class:`StartTask`)."""
+        old = self.tasks.get(task_launch.task)
+        if self.launch is None or self.teardown.started or old is None or old.running:
+            why = "not a task of this attempt" if old is None else \
+                "it still runs" if old.running else "the attempt is being torn down"
+            self.outbox.put(AgentError(message=f"{task_launch.task}: not started again: {why}"))
+            return
+        self._forget(old)
+        task = TaskProcess(task_launch, self.launch.task_env(task_launch))
+        self.tasks[task.task] = task
+        self.outbox.new_attempt(task.task)
+        self.starts.one(task, self.launch, task_launch)
+        self.start_due()
 
     def record(self) -> None:
         """Rewrite the process table (if the launch named one) with every process we own now."""
@@ -234,25 +256,18 @@ class Agent:
             self.teardown.begin(command.grace_period_s, time.monotonic())
         elif isinstance(command, Launch):
             self.next_attempt(command)
+        elif isinstance(command, StopTask):
+            if (stopping := self.tasks.get(command.task)) is not None:
+                self.stops.begin(stopping, command.grace_period_s, time.monotonic())
+        elif isinstance(command, StartTask):
+            self.restart_task(command.task)
         elif isinstance(command, SignalTasks):
-            self._signal(command)
+            if (bad := signal_tasks(self.tasks.values(), command)) is not None:
+                self.outbox.put(AgentError(message=bad))
         elif isinstance(command, DumpStacks):
-            for task in self.tasks.values():
-                if task.stack_dumps:
-                    task.send_signal(signal.SIGCONT)  # a stopped task cannot dump
-                    task.send_signal(STACK_DUMP_SIGNAL)
+            dump_stacks(self.tasks.values())
         else:
             self.outbox.put(AgentError(message=f"unexpected command {command.TYPE!r}"))
-
-    def _signal(self, command: SignalTasks) -> None:
-        try:
-            sig = process_tree.parse_signal(command.signal)
-        except ValueError as exc:
-            self.outbox.put(AgentError(message=str(exc)))
-            return
-        for task in self.tasks.values():
-            if command.task in (None, task.task):
-                task.send_signal(sig)  # only while it is unreaped: see TaskProcess.send_signal
 
     def on_wakeup(self, sock: socket.socket) -> None:
         try:
@@ -275,6 +290,7 @@ class Agent:
 
     def tick(self) -> None:
         now = time.monotonic()
+        self.stops.step(now)
         if not self.teardown.started:
             self.warm.tick(now)
             self.start_due()
@@ -308,7 +324,8 @@ class Agent:
         wake = self.next_heartbeat if ending is None else ending
         wake = min(wake, self.next_record, *(d for t in self.dropping.values()
                                              if (d := t.notice_due_at()) is not None),
-                   *(d for d in [self.starts.due_at(now), self.outbox.due_at()] if d is not None))
+                   *(d for d in [self.starts.due_at(now), self.outbox.due_at(),
+                                 self.stops.wake_at()] if d is not None))
         if self.launch is not None and self.launch.coordinator_timeout_s is not None:
             wake = min(wake, self.last_command_at + self.launch.coordinator_timeout_s)
         return max(0.0, wake - now)
@@ -380,13 +397,3 @@ def _note(text: str) -> None:
     with contextlib.suppress(OSError):
         sys.stderr.write(f"agent: {text}\n")
         sys.stderr.flush()
-
-
-def main() -> None:
-    events_fd = os.dup(1)
-    os.dup2(2, 1)  # a stray print must not corrupt the protocol
-    sys.exit(Agent(commands_fd=0, events_fd=events_fd).run())
-
-
-if __name__ == "__main__":
-    main()

@@ -75,9 +75,13 @@ class Outbox:
         #: Since when only routine messages are queued (time.monotonic()); None: not only those.
         self._routine_since: float | None = None
 
-    def new_attempt(self) -> None:
-        """The next attempt's tasks (the same names) report their first steps afresh."""
-        self._reported.clear()
+    def new_attempt(self, task: str | None = None) -> None:
+        """The next attempt's tasks (the same names), or ``task`` alone started again, report
+        their first steps afresh."""
+        if task is None:
+            self._reported.clear()
+        else:
+            self._reported.discard(task)
 
     def put(self, message: Message) -> None:
         """Queue ``message``; it goes out with the next :meth:`write`. Never blocks."""

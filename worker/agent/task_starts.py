@@ -42,6 +42,12 @@ class TaskStarts:
             if not self.warm.hold(task, launch, task_launch):  # else: when its spare is ready
                 self.pacer.queue(task.task, (task, launch, task_launch))
 
+    def one(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch) -> None:
+        """One task of the current attempt, started again alone: from its spare if there is one,
+        else cold when a start-up slot is free."""
+        if not self.warm.hold(task, launch, task_launch):
+            self.pacer.queue(task.task, (task, launch, task_launch))
+
     def due(self, now: float) -> list[Pending]:
         """The tasks to start now, in order."""
         for held in self.warm.released(now):

@@ -1,8 +1,9 @@
 """The agent protocol: JSON lines between the coordinator and one agent per host.
 
 Coordinator -> agent (the agent's stdin): first a :class:`Launch`, later :class:`SignalTasks`,
-:class:`DumpStacks` and :class:`Terminate`. Closing stdin (EOF) means the coordinator is gone: the
-agent kills every task's process tree and exits.
+:class:`DumpStacks`, :class:`StartTask` / :class:`StopTask` (one task alone) and
+:class:`Terminate`. Closing stdin (EOF) means the coordinator is gone: the agent kills every
+task's process tree and exits.
 
 Agent -> coordinator (the agent's stdout): :class:`Hello` once (with its versions, which the
 coordinator checks first: :mod:`worker.wire.handshake`), then per task :class:`Started`,
@@ -129,6 +130,26 @@ class Ping(Message):
 
 
 @dataclass(frozen=True)
+class StartTask(Message):
+    """Start one task of the current attempt again, alone (a ParameterServerStrategy task
+    restarted while the others run on). Its last process must have exited; ``task`` may differ
+    from the launch's (a chief that resumes from a newer checkpoint)."""
+
+    TYPE: ClassVar[str] = "start_task"
+    task: TaskLaunch
+
+
+@dataclass(frozen=True)
+class StopTask(Message):
+    """TERM one task's process group and KILL it ``grace_period_s`` later; its exit is reported
+    as usual. The other tasks run on."""
+
+    TYPE: ClassVar[str] = "stop_task"
+    task: str
+    grace_period_s: float
+
+
+@dataclass(frozen=True)
 class Terminate(Message):
     """TERM every task's whole process tree, wait ``grace_period_s``, then KILL what is left."""
 
@@ -239,7 +260,8 @@ class AgentError(Message):
 
 
 COMMANDS: dict[str, type[Message]] = {
-    cls.TYPE: cls for cls in (Launch, SignalTasks, DumpStacks, Ping, Terminate)
+    cls.TYPE: cls
+    for cls in (Launch, SignalTasks, DumpStacks, Ping, StartTask, StopTask, Terminate)
 }
 EVENTS: dict[str, type[Message]] = {
     cls.TYPE: cls
@@ -273,6 +295,10 @@ def _build(cls: type[Message], payload: dict[str, Any]) -> Message:
             if not isinstance(tasks, list):
                 raise TypeError("'tasks' must be a list")
             payload = {**payload, "tasks": [_task_launch(t) for t in tasks]}
+        elif cls is StartTask:
+            if not isinstance(payload.get("task"), dict):
+                raise TypeError("'task' must be an object")
+            payload = {**payload, "task": _task_launch(payload["task"])}
         elif cls is Heartbeat:
             usage = payload.get("tasks", {})
             if not isinstance(usage, dict):

@@ -15,14 +15,18 @@ from typing import Any
 
 CHIEF = "chief"
 WORKER = "worker"
+PS = "ps"
 EVALUATOR = "evaluator"
-TASK_TYPES = (CHIEF, WORKER, EVALUATOR)
-#: Task types that take part in the MWMS collective ops, in TF_CONFIG ``cluster`` order.
+TASK_TYPES = (CHIEF, WORKER, PS, EVALUATOR)
+#: Task types that train: the MWMS collective ops, or a ParameterServerStrategy's chief and workers.
 TRAINING_TYPES = (CHIEF, WORKER)
+#: Task types in TF_CONFIG's ``cluster``, in its order (the evaluator runs outside the cluster).
+CLUSTER_TYPES = (CHIEF, WORKER, PS)
 
 
 def task_order(task: TaskId) -> tuple[int, int]:
-    """How tasks are listed everywhere: chief, workers, evaluator, each by index."""
+    """How tasks are listed everywhere: chief, workers, parameter servers, evaluator, each by
+    index."""
     return TASK_TYPES.index(task.type) if task.type in TASK_TYPES else len(TASK_TYPES), task.index
 
 
@@ -70,7 +74,7 @@ class TFConfig:
     task: TaskId
 
     def __post_init__(self) -> None:
-        if self.task.type in TRAINING_TYPES:
+        if self.task.type in CLUSTER_TYPES:
             members = self.cluster.get(self.task.type, ())
             if self.task.index >= len(members):
                 raise TFConfigError(
@@ -127,12 +131,12 @@ class TFConfig:
 
 
 def build_cluster(addresses: Mapping[TaskId, str]) -> dict[str, tuple[str, ...]]:
-    """The ``cluster`` part of TF_CONFIG from the address of every training task.
-
-    Evaluators are left out, as TensorFlow expects; indices of each type must run 0..n-1.
+    """The ``cluster`` part of TF_CONFIG from the address of every task that serves one (chief,
+    workers, parameter servers). Evaluators are left out, as TensorFlow expects; indices of each
+    type must run 0..n-1.
     """
     cluster: dict[str, tuple[str, ...]] = {}
-    for kind in TRAINING_TYPES:
+    for kind in CLUSTER_TYPES:
         members = sorted((t.index, addr) for t, addr in addresses.items() if t.type == kind)
         if [i for i, _ in members] != list(range(len(members))):
             raise TFConfigError(f"{kind} indices must be 0..{len(members) - 1}")

@@ -21,6 +21,7 @@ LEGAL = {
     (S.RUNNING, S.SUCCEEDED),
     (S.STOPPING, S.RESTARTING),
     (S.STOPPING, S.FAILED),
+    (S.STOPPING, S.SUCCEEDED),  # a parameter_server job: its chief exited 0, servers stopped
     (S.RESTARTING, S.STARTING),
     (S.RESTARTING, S.FAILED),  # interrupted during the backoff
 }

@@ -145,9 +145,9 @@ RULES = [
     pytest.param(spec(tasks=[]), "tasks", "must not be empty", id="tasks-empty"),
     pytest.param({"name": "j", "entrypoint": {"module": "m"}}, "tasks", "required", id="no-tasks"),
     pytest.param(
-        tasks({"type": "worker"}, {"type": "ps"}),
+        tasks({"type": "worker"}, {"type": "server"}),
         "tasks[1].type",
-        "must be one of chief, worker, evaluator (got 'ps')",
+        "must be one of chief, worker, ps, evaluator (got 'server')",
         id="type",
     ),
     pytest.param(tasks({"host": "localhost"}), "tasks[0].type", "required", id="type-missing"),
@@ -334,9 +334,9 @@ def test_rule_names_field_path(data: dict[str, Any], path: str, fragment: str) -
             id="unknown",
         ),
         pytest.param(
-            tasks({"type": "worker"}, {"type": "ps"}),
+            tasks({"type": "worker"}, {"type": "server"}),
             "tasks[1].type",
-            "must be one of chief, worker, evaluator (got 'ps')",
+            "must be one of chief, worker, ps, evaluator (got 'server')",
             id="literal",
         ),
         pytest.param(
@@ -491,7 +491,7 @@ def test_all_problems_are_reported_together(tmp_path: Path) -> None:
           node-a: {address: 198.18.0.2, prot: 22}
         tasks:
           - {type: chief, port: 2222}
-          - {type: ps}
+          - {type: server}
           - {type: worker, host: node-a}
           - {type: worker, port: 2221, count: 2}
           - {type: chief}

@@ -24,6 +24,8 @@ from worker.wire.protocol import (
     ProtocolError,
     SignalTasks,
     Started,
+    StartTask,
+    StopTask,
     TaskLaunch,
     TaskReport,
     TaskUsage,
@@ -47,6 +49,9 @@ COMMAND_MESSAGES = [
     DumpStacks(),
     Ping(),
     Terminate(grace_period_s=10.0),
+    StartTask(task=TaskLaunch(task="worker:1", argv=["python3", "-m", "worker.server"],
+                              env={"TFCLUSTER_TASK": "worker:1"}, cwd="/work")),
+    StopTask(task="chief:0", grace_period_s=2.5),
     Launch(job="watched", attempt=1, tasks=[], cluster={"worker": ["h:1", "h:2"]},
            coordinator_timeout_s=15.0),
 ]
@@ -109,7 +114,8 @@ def test_every_message_class_is_covered_here() -> None:
 
 def test_commands_and_events_are_separate_tables() -> None:
     assert not set(COMMANDS) & set(EVENTS)
-    assert set(COMMANDS) == {"launch", "signal", "dump_stacks", "ping", "terminate"}
+    assert set(COMMANDS) == {"launch", "signal", "dump_stacks", "ping", "start_task", "stop_task",
+                             "terminate"}
     assert {"hello", "started", "output", "progress", "heartbeat", "exited", "terminated",
             "agent_error"} <= set(EVENTS)
     for cls in COMMANDS.values():

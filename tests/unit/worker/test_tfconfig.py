@@ -44,7 +44,7 @@ def test_task_id_parses_and_prints_back(text: str, expected: TaskId) -> None:
         pytest.param("worker", id="no-colon"),
         pytest.param("worker:", id="no-index"),
         pytest.param(":1", id="no-type"),
-        pytest.param("ps:0", id="unknown-type"),
+        pytest.param("server:0", id="unknown-type"),
         pytest.param("Worker:0", id="wrong-case"),
         pytest.param("worker:-1", id="negative"),
         pytest.param("worker:a", id="letters"),
