@@ -117,8 +117,11 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, backend: Backend, *,
         console.close()
         return RunOutcome(session.exit_code, run_dir.path, started=True)
     attempts = len(result.attempts)
+    alone = sum(sum(a.task_restarts.values()) for a in result.attempts)
     if result.state is JobState.SUCCEEDED:
-        console.say(f"job {spec.name} succeeded ({attempts} attempt(s)); run dir {run_dir.path}")
+        singles = f", {alone} single-task restart(s)" if alone else ""
+        console.say(f"job {spec.name} succeeded ({attempts} attempt(s){singles}); run dir "
+                    f"{run_dir.path}")
     else:
         console.error(f"job {spec.name} failed: {result.reason}; exit code {result.exit_code}; "
                       f"run dir {run_dir.path}")

@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         "drill", help="hurt a job on purpose (faults, or a drill file of scenarios); report",
         description="Run the job of SPEC like 'run' and inject each --fault ACTION:TARGET[:TRIGGER]"
         " once, when due: actions kill term stop crash partition corrupt-checkpoint "
-        "kill-coordinator; targets chief worker:N evaluator:0 random host:NAME all (latest for "
+        "kill-coordinator; targets chief worker:N ps:N evaluator:0 random host:NAME all (latest for "
         "corrupt-checkpoint, none for kill-coordinator); triggers at-step=N after=SECONDS random "
         "(seeded). lose-host:NAME[:TRIGGER] takes a host away for good (a network-namespace "
         "host's link, a Slurm node: drained, its agent step killed; root only) until "

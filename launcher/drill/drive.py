@@ -25,7 +25,7 @@ from launcher.drill.session import (
     run_scenario,
 )
 from launcher.drill.suite import Scenario
-from launcher.drill.verdict import final_result
+from launcher.drill.verdict import Baseline, baseline_of
 from launcher.errors import TfclusterError
 from launcher.run.directory import EVENTS_FILE
 
@@ -45,13 +45,13 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _baseline(request: DrillRequest, run_job: RunJob) -> str | None:
+def _baseline(request: DrillRequest, run_job: RunJob) -> Baseline | None:
     if request.baseline_from is not None:
         if not (request.baseline_from / EVENTS_FILE).exists():
             raise TfclusterError(f"--baseline-from {request.baseline_from}: not a run directory "
                                  "(no events.jsonl)")
-        found = final_result(request.baseline_from)
-        if found is None:
+        found = baseline_of(request.baseline_from)
+        if found.result is None:
             raise TfclusterError(f"--baseline-from {request.baseline_from}: its tasks printed no "
                                  "result line (weights_sha256=... or tfcluster-result: ...)")
         return found
@@ -62,10 +62,11 @@ def _baseline(request: DrillRequest, run_job: RunJob) -> str | None:
     if code != 0:
         raise TfclusterError(f"drill: the baseline run failed (exit code {code}); see "
                              f"{request.run_dir / 'baseline'}")
-    if found is None:
+    if found.result is None:
         raise TfclusterError("drill: the baseline's tasks printed no result line "
                              "(weights_sha256=... or tfcluster-result: ...): nothing to compare")
-    _say(f"drill: baseline result {found}")
+    _say(f"drill: baseline result {found.result}"
+         + ("" if found.steps is None else f" at step {found.steps}"))
     return found
 
 

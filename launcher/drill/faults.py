@@ -8,7 +8,8 @@
   ``lose-host`` (take a host away for good: ``lose-host:NAME[:TRIGGER]``) and ``heal`` (give it
   back, ``heal:NAME:after=SECONDS`` counted from when ``lose-host:NAME`` took effect; see
   :mod:`launcher.drill.host_loss`);
-- targets: ``chief``, ``worker:N``, ``evaluator:0`` (any ``TYPE:N``), ``random`` (one task, seeded),
+- targets: ``chief``, ``worker:N``, ``ps:N``, ``evaluator:0`` (any ``TYPE:N``), ``random`` (one task,
+  seeded),
   ``host:NAME`` (every task on that host, or the host itself for ``partition``), ``all``; ``latest``
   for ``corrupt-checkpoint``; a host's name alone for ``lose-host`` and ``heal`` (``host:NAME``
   too);
@@ -112,7 +113,7 @@ MAX_AFTER_S = 7 * 24 * 3600.0
 _TASK = re.compile(r"^(chief|worker|ps|evaluator):([0-9]{1,6})$")
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _ACTIONS = ", ".join(a.value for a in Action)
-_TARGETS = "chief, worker:N, evaluator:0, random, host:NAME, all"
+_TARGETS = "chief, worker:N, ps:N, evaluator:0, random, host:NAME, all"
 _TRIGGERS = "at-step=N, after=SECONDS, random"
 #: Actions whose target is a host by name alone (``lose-host:NAME``; ``host:NAME`` also accepted).
 _HOST_ONLY = frozenset({Action.LOSE_HOST, Action.HEAL})

@@ -3,8 +3,10 @@
 Per fault: when it was detected (the first task failure observed after it: its ``observed_at``),
 how long the teardown took (detection to the restart), recovery (fault to the first step of the
 next attempt), and steps lost (the last step reached before the fault minus the step the next
-attempt resumed from). A ``heal`` hurts nothing: it has none of these. Per run: restarts and
-outcome.
+attempt resumed from). In a job that restarts its tasks one at a time (``parameter_server``) a
+fault usually restarts some tasks inside its attempt instead: those figures are
+:mod:`launcher.drill.task_recovery`'s, with the tasks restarted. A ``heal`` hurts nothing: it has
+none of these. Per run: the job's restarts (whole attempts), the task restarts, and the outcome.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from launcher.drill.faults import Action
+from launcher.drill.task_recovery import task_recovery
 from launcher.run.events import EventType
+from launcher.run.task_events import TaskRestarted
 
 Record = dict[str, Any]
 
@@ -35,6 +39,9 @@ class FaultFigures:
     resume_step: int | None
     steps_lost: int | None
     host: str = ""  # the host(s) the fault was applied to, comma-separated
+    #: The tasks started again for it inside its attempt (a parameter_server job), in order;
+    #: () when the job restarted as a whole, or nothing.
+    restarted: tuple[str, ...] = ()
 
     @property
     def hurt(self) -> str:
@@ -51,12 +58,13 @@ class FaultFigures:
 @dataclass(frozen=True)
 class RunFigures:
     faults: tuple[FaultFigures, ...]
-    restarts: int
+    restarts: int  # of the whole job (``job_restarting``)
     outcome: str  # succeeded | failed | unfinished
+    task_restarts: int = 0  # of single tasks inside an attempt (``task_restarted``)
 
     def to_dict(self) -> dict[str, Any]:
         return {"faults": [f.to_dict() for f in self.faults], "restarts": self.restarts,
-                "outcome": self.outcome}
+                "task_restarts": self.task_restarts, "outcome": self.outcome}
 
 
 def _first(events: Sequence[Record], kind: str, after: float, **match: Any) -> Record | None:
@@ -103,6 +111,12 @@ def fault_figures(events: Sequence[Record], injected: Record) -> FaultFigures:
     if action == Action.HEAL:  # gives a host back: nothing to detect, nothing lost
         return replace(figures, detected_as=None, detection_s=None, teardown_s=None,
                        recovery_s=None, resume_step=None, steps_lost=None)
+    alone = task_recovery(events, injected_at=ts, attempt=attempt, hurt=figures.tasks, step=step,
+                          detected_at=detected_at)
+    if alone is not None:  # tasks restarted inside the attempt, not the job
+        return replace(figures, teardown_s=alone.teardown_s, recovery_s=alone.recovery_s,
+                       resume_step=alone.resume_step, steps_lost=alone.steps_lost,
+                       restarted=alone.restarted)
     return figures
 
 
@@ -111,10 +125,11 @@ def run_figures(events: Sequence[Record], extra: Sequence[Record] = ()) -> RunFi
     injected = sorted([e for e in events if e["event"] == EventType.FAULT_INJECTED] + list(extra),
                       key=lambda e: float(e["ts"]))
     restarts = sum(1 for e in events if e["event"] == EventType.JOB_RESTARTING)
+    task_restarts = sum(1 for e in events if e["event"] == TaskRestarted.TYPE)
     final = next((e["event"] for e in reversed(events)
                   if e["event"] in (EventType.JOB_SUCCEEDED, EventType.JOB_FAILED)), "unfinished")
     return RunFigures(tuple(fault_figures(events, e) for e in injected), restarts,
-                      str(final).removeprefix("job_"))
+                      str(final).removeprefix("job_"), task_restarts)
 
 
 def last_step_before(events: Sequence[Record], ts: float) -> int:

@@ -1,6 +1,8 @@
 """Running a drill: an optional baseline, then each scenario (``repeat`` times) in its own run
 directory, each judged on its own: every fault injected, ``term`` faults lost no step, the job
-succeeded, and its result equals the baseline's.
+succeeded, its result and its final step equal the baseline's, and, in a job that restarts its
+tasks one at a time (``parameter_server``), each fault restarted the tasks it should
+(:mod:`launcher.drill.expected_restarts`).
 
 How a job is run is given by the caller (:data:`RunJob`, the command line's ``run_job``), so that
 this layer does not depend on the composition root. Each run gets its own checkpoint directory
@@ -15,12 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from launcher.drill.coordinator_loss import ChildRunner, LossReport, run_with_coordinator_loss
+from launcher.drill.expected_restarts import restart_problems
 from launcher.drill.faults import Action, Fault
 from launcher.drill.figures import RunFigures, run_figures
 from launcher.drill.host_loss import HostLosses, locate_losses, restore_or_say
 from launcher.drill.injector import FaultInjector, Planned, resolve
 from launcher.drill.partition import NamespaceLink, NamespacePartitioner, locate
-from launcher.drill.verdict import Verdict, attempt_sizes, compare, final_result
+from launcher.drill.verdict import (
+    Baseline,
+    Verdict,
+    attempt_sizes,
+    baseline_of,
+    compare,
+    final_result,
+    final_step,
+)
 from launcher.job.hooks import AttemptHooks
 from launcher.run.directory import EVENTS_FILE
 from launcher.run.event_log import read_events
@@ -54,6 +65,8 @@ class ScenarioResult:
     verdict: Verdict
     loss: LossReport | None = None
     checkpointing: bool = True  # the spec has a checkpoint.dir (else every restart is from 0)
+    #: The job restarts its tasks one at a time inside an attempt (``parameter_server``).
+    restarts_tasks: bool = False
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -68,7 +81,8 @@ class ScenarioResult:
                          "trigger": p.trigger} for p in self.planned],
             "exit_code": self.exit_code, **self.figures.to_dict(),
             "result": self.verdict.result, "result_check": self.verdict.check.value,
-            "sizes": list(self.verdict.sizes),
+            "sizes": list(self.verdict.sizes), "steps": self.verdict.steps,
+            "expected_steps": self.verdict.expected_steps,
             "coordinator_loss": None if self.loss is None else self.loss.to_dict(),
             "passed": self.passed, "problems": self.problems,
         }
@@ -130,10 +144,10 @@ def run_with_faults(spec: ClusterSpec, run_dir: Path, planned: Sequence[Planned]
                                   for e in injector.unreported()))
 
 
-def run_baseline(plan: Plan, run_dir: Path, run_job: RunJob) -> tuple[str | None, int]:
-    """The job once without faults: its result line and exit code."""
+def run_baseline(plan: Plan, run_dir: Path, run_job: RunJob) -> tuple[Baseline, int]:
+    """The job once without faults: what it ended with, and its exit code."""
     code = run_job(spec_for_run(plan, run_dir), run_dir, None)
-    return final_result(run_dir), code
+    return baseline_of(run_dir), code
 
 
 def judge(result: ScenarioResult) -> None:
@@ -153,11 +167,15 @@ def judge(result: ScenarioResult) -> None:
     if result.verdict.failed:
         result.problems.append(f"result {result.verdict.check.value}: {result.verdict.result} "
                                f"(baseline {result.verdict.baseline})")
+    if result.figures.outcome == "succeeded" and result.verdict.steps_differ:
+        result.problems.append(f"the job ended at step {result.verdict.steps}, the baseline at "
+                               f"step {result.verdict.expected_steps}: it did not complete all "
+                               "its steps")
 
 
 def run_scenario(plan: Plan, name: str, faults: Sequence[Fault], *, repeat: int,
                  run_dir: Path, run_job: RunJob, child: ChildRunner,
-                 baseline: str | None) -> ScenarioResult:
+                 baseline: Baseline | None) -> ScenarioResult:
     spec = spec_for_run(plan, run_dir, own=False)
     slots = spec.task_slots()
     task_hosts = {str(s.task): s.host for s in slots}
@@ -178,11 +196,17 @@ def run_scenario(plan: Plan, name: str, faults: Sequence[Fault], *, repeat: int,
         extra += run.extra
     path = run_dir / EVENTS_FILE
     events = read_events(path, torn_ok=True) if path.exists() else []
-    verdict = compare(final_result(run_dir), baseline, attempt_sizes(events))
+    verdict = compare(final_result(run_dir), None if baseline is None else baseline.result,
+                      attempt_sizes(events), steps=final_step(run_dir),
+                      expected_steps=None if baseline is None else baseline.steps)
     result = ScenarioResult(name, repeat, run_dir, tuple(faults), tuple(planned), code,
                             run_figures(events, extra), verdict, loss,
-                            checkpointing=spec.checkpoint is not None)
+                            checkpointing=spec.checkpoint is not None,
+                            restarts_tasks=spec.parameter_server)
     if loss is not None:
         result.problems.extend(loss.problems)
     judge(result)
+    if result.restarts_tasks:
+        result.problems.extend(restart_problems(result.figures.faults, events,
+                                                checkpointing=result.checkpointing))
     return result

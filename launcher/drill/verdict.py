@@ -1,9 +1,13 @@
-"""A verdict on correctness: the job's final result line, compared with a baseline's.
+"""A verdict on correctness: what the job ended with (its final result line and its final step),
+compared with a baseline's.
 
 Any task may print its result as a line ``weights_sha256=HEX`` (the digits example) or
 ``tfcluster-result: ANYTHING`` (any script); the result of a run is what the tasks of its last
 attempt printed (they must agree). A drill passes only if its result equals the baseline's: a run
-without faults of the same spec.
+without faults of the same spec. Its final step is the last step the task that writes checkpoints
+(the chief; worker 0 without one) reported, from ``summary.json`` (``events.jsonl`` holds at most
+one progress event a second per task, so rarely the last step); when the baseline's is known, the
+drill's must equal it: the job completed all its steps.
 
 Unless the job ran at another size on the way: a job placed from a host pool may run smaller when a
 host is lost (and grow again), which changes what it computes, so when its attempts ran at
@@ -15,16 +19,21 @@ reported instead.
 from __future__ import annotations
 
 import enum
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher.run.directory import SUMMARY_FILE
 from launcher.run.pool_events import AttemptPlaced
+from worker.wire.tfconfig import TaskId, checkpoint_writer
 
 _RESULT = re.compile(r"^(?:weights_sha256=(\S+)|tfcluster-result:\s*(.+?))\s*$", re.MULTILINE)
 _ATTEMPT_DIR = re.compile(r"^attempt-(\d+)$")
+#: summary.json is tfcluster's own, but read back as untrusted: no more than this.
+_MAX_SUMMARY_BYTES = 64 * 1024 * 1024
 
 
 def final_result(run_dir: Path) -> str | None:
@@ -42,6 +51,33 @@ def final_result(run_dir: Path) -> str | None:
             sha, line = found[-1]
             values.add(f"weights_sha256={sha}" if sha else line)
     return " | ".join(sorted(values)) if values else None
+
+
+def final_step(run_dir: Path) -> int | None:
+    """The last step the chief (worker 0 without one) reported, from the run's ``summary.json``
+    (its ``health`` section); None when the run has no such file or the task reported no step."""
+    try:
+        with (run_dir / SUMMARY_FILE).open("rb") as handle:
+            summary = json.loads(handle.read(_MAX_SUMMARY_BYTES))
+        tasks = summary["health"]["tasks"]
+        names = {TaskId.parse(str(name)): name for name in tasks}
+        writer = checkpoint_writer(names)
+        step = None if writer is None else tasks[names[writer]]["step"]
+    except (OSError, ValueError, KeyError, TypeError):  # TFConfigError is a ValueError
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What a run without faults of the spec ended with."""
+
+    result: str | None
+    steps: int | None = None  # its final step (:func:`final_step`), when known
+
+
+def baseline_of(run_dir: Path) -> Baseline:
+    return Baseline(final_result(run_dir), final_step(run_dir))
 
 
 def attempt_sizes(events: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
@@ -72,10 +108,19 @@ class Verdict:
     result: str | None
     baseline: str | None
     sizes: tuple[int, ...] = ()  # training tasks per attempt, when the run recorded them
+    steps: int | None = None  # the job's final step (:func:`final_step`), when known
+    expected_steps: int | None = None  # the baseline's, when known
 
     @property
     def failed(self) -> bool:
         return self.check in (Check.DIFFERS, Check.MISSING)
+
+    @property
+    def steps_differ(self) -> bool:
+        """The job ended at another step than the baseline (not compared when it changed size,
+        nor when either is unknown)."""
+        return (self.steps is not None and self.expected_steps is not None
+                and not self.resized and self.steps != self.expected_steps)
 
     @property
     def resized(self) -> bool:
@@ -93,13 +138,17 @@ class Verdict:
         return sizes
 
 
-def compare(result: str | None, baseline: str | None, sizes: Sequence[int] = ()) -> Verdict:
-    """The result against the baseline's, unless the job's attempts ran at different ``sizes``."""
+def compare(result: str | None, baseline: str | None, sizes: Sequence[int] = (), *,
+            steps: int | None = None, expected_steps: int | None = None) -> Verdict:
+    """The result against the baseline's, unless the job's attempts ran at different ``sizes``;
+    the final ``steps`` are carried for :attr:`Verdict.steps_differ`."""
     ran = tuple(sizes)
     if baseline is None:
-        return Verdict(Check.UNCHECKED, result, baseline, ran)
-    if result is None:
-        return Verdict(Check.MISSING, result, baseline, ran)
-    if len(set(ran)) > 1:
-        return Verdict(Check.RESIZED, result, baseline, ran)
-    return Verdict(Check.MATCH if result == baseline else Check.DIFFERS, result, baseline, ran)
+        check = Check.UNCHECKED
+    elif result is None:
+        check = Check.MISSING
+    elif len(set(ran)) > 1:
+        check = Check.RESIZED
+    else:
+        check = Check.MATCH if result == baseline else Check.DIFFERS
+    return Verdict(check, result, baseline, ran, steps, expected_steps)

@@ -19,6 +19,7 @@ from launcher.plan.secrets import masked, redact_argv
 from launcher.spec.health import HealthSpec
 from launcher.spec.model import ClusterSpec
 from worker.wire import env
+from worker.wire.tfconfig import PS
 
 _SHOWN_APART = {env.TF_CONFIG}
 
@@ -99,6 +100,10 @@ def plan_text(launch_plan: LaunchPlan, health: HealthSpec | None = None,
     ]
     if pool is not None:
         lines.append(pool_line(pool, launch_plan))
+    if PS in launch_plan.cluster:  # only a parameter_server job has parameter servers
+        lines.append("strategy: parameter_server: the chief runs the entrypoint; a worker that "
+                     "fails is restarted alone, a ps with the chief (from its checkpoint); the "
+                     "job ends when the chief exits 0")
     if launch_plan.resume is not None:
         lines.append(f"resume: {shown(launch_plan.resume.checkpoint)} "
                      f"(step {launch_plan.resume.step})")

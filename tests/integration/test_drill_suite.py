@@ -82,7 +82,7 @@ def test_a_drill_file_with_bad_faults_gets_field_paths_and_no_traceback(tmp_path
         f"{suite}: scenarios[0].faults[0].trigger: at-step needs a whole step number >= 1, not "
         "'-1' (in 'kill:worker:1:at-step=-1')",
         f"{suite}: scenarios[0].faults[1].target: unknown target 'nobody' (chief, worker:N, "
-        "evaluator:0, random, host:NAME, all) (in 'kill:nobody')",
+        "ps:N, evaluator:0, random, host:NAME, all) (in 'kill:nobody')",
         f"{suite}: scenarios[0].faults[2].action: unknown action 'hurt' (one of kill, term, stop, "
         "crash, partition, corrupt-checkpoint, kill-coordinator, lose-host, heal) "
         "(in 'hurt:chief')",

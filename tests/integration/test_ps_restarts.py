@@ -58,6 +58,7 @@ def test_a_worker_is_restarted_alone_and_the_chief_trains_on(tmp_path: Path) -> 
     events = [e["event"] for e in job.events()]
     assert events.count("attempt_started") == 1 and "chief_finished" in events
     assert job.wait_event(by("job_succeeded"))
+    assert "succeeded (1 attempt(s), 1 single-task restart(s))" in job.stderr
     assert "done step=40" in (tmp_path / "run" / "attempt-0" / "chief-0.log").read_text()
 
 

@@ -12,7 +12,7 @@ from launcher.drill.figures import run_figures
 from launcher.drill.injector import resolve
 from launcher.drill.report import problems, table, write
 from launcher.drill.session import ScenarioResult, judge
-from launcher.drill.verdict import compare
+from launcher.drill.verdict import Baseline, compare
 
 TASKS = {"chief:0": "localhost", "worker:1": "localhost"}
 
@@ -57,16 +57,18 @@ def test_the_table() -> None:
 
 
 def test_the_files(tmp_path: Path) -> None:
-    write(tmp_path, [result(0)], seed=7, baseline="r", baseline_from=None,
+    write(tmp_path, [result(0)], seed=7, baseline=Baseline("r", 5), baseline_from=None,
           picture=tmp_path / "drill.png")
     data = json.loads((tmp_path / "drill.json").read_text())
     assert (data["seed"], data["passed"], data["baseline"]["result"]) == (7, True, "r")
+    assert data["baseline"]["steps"] == 5
     scenario, = data["scenarios"]
     figures, = scenario["faults"]
     assert abs(figures["detection_s"] - 0.05) < 1e-9
     assert scenario["planned"] == [{"fault": "kill:worker:1:at-step=5", "tasks": ["worker:1"],
                                     "host": None, "trigger": "at-step=5"}]
     text = (tmp_path / "drill.md").read_text()
+    assert "seed 7; baseline result: r (at step 5)" in text
     assert "| kill     | succeeded |" in text and "![steps against time](drill.png)" in text
     assert "`kill:worker:1:at-step=5` → worker:1 at step 5, detected as signalled (worker:1), " \
            "resumed at step 4" in text

@@ -16,7 +16,7 @@ from launcher.drill.figures import run_figures
 from launcher.drill.injector import resolve
 from launcher.drill.report import notes, table, write
 from launcher.drill.session import ScenarioResult, judge
-from launcher.drill.verdict import Check, attempt_sizes, compare
+from launcher.drill.verdict import Baseline, Check, attempt_sizes, compare
 
 Event = dict[str, Any]
 TASKS = {"chief:0": "h1", "worker:0": "h2"}
@@ -113,7 +113,7 @@ def test_the_sizes_are_noted_without_a_baseline_too() -> None:
 
 
 def test_the_files_say_the_sizes(tmp_path: Path) -> None:
-    write(tmp_path, [scenario(pool_run())], seed=0, baseline="old", baseline_from=None,
+    write(tmp_path, [scenario(pool_run())], seed=0, baseline=Baseline("old"), baseline_from=None,
           picture=None)
     data, = json.loads((tmp_path / "drill.json").read_text())["scenarios"]
     assert (data["result_check"], data["sizes"], data["passed"]) == ("resized", [2, 1, 2], True)

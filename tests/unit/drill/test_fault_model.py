@@ -27,6 +27,8 @@ from worker.wire.signals import CRASH_SIGNAL
      "term:random:after=0")),
     ("term:random:random", (Action.TERM, TargetKind.RANDOM, "", TriggerKind.RANDOM, 0,
      "term:random:random")),
+    ("kill:ps:0:after=2", (Action.KILL, TargetKind.TASK, "ps:0", TriggerKind.AFTER, 2,
+     "kill:ps:0:after=2")),
     ("crash:evaluator:0:at-step=3", (Action.CRASH, TargetKind.TASK, "evaluator:0",
      TriggerKind.AT_STEP, 3, "crash:evaluator:0:at-step=3")),
     ("kill:all:after=1.5", (Action.KILL, TargetKind.ALL, "", TriggerKind.AFTER, 1.5,
@@ -64,9 +66,9 @@ def test_each_action_sends_its_signal(action: Action, sig: signal.Signals | None
     ("explode:worker:1", "--fault[0].action: unknown action 'explode' (one of kill, term, stop, "
      "crash, partition, corrupt-checkpoint, kill-coordinator, lose-host, heal) "
      "(in 'explode:worker:1')"),
-    ("kill:wrker:1", "--fault[0].target: unknown target 'wrker:1' (chief, worker:N, evaluator:0, "
-     "random, host:NAME, all) (in 'kill:wrker:1')"),
-    ("kill", "--fault[0].target: kill needs a target (chief, worker:N, evaluator:0, random, "
+    ("kill:wrker:1", "--fault[0].target: unknown target 'wrker:1' (chief, worker:N, ps:N, "
+     "evaluator:0, random, host:NAME, all) (in 'kill:wrker:1')"),
+    ("kill", "--fault[0].target: kill needs a target (chief, worker:N, ps:N, evaluator:0, random, "
      "host:NAME, all) (in 'kill')"),
     ("kill:worker:1:at-step=0", "--fault[0].trigger: at-step needs a whole step number >= 1, "
      "not '0' (in 'kill:worker:1:at-step=0')"),
