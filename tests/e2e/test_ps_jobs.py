@@ -39,17 +39,17 @@ _DONE = re.compile(r"^done steps=(\d+) global_step=(\d+)$", re.MULTILINE)
 _RESUMED = re.compile(r"^resumed at step (\d+)", re.MULTILINE)
 
 
-def ps_job(tmp_path: Path) -> Path:
+def ps_job(tmp_path: Path, steps: int = STEPS, **restart: Any) -> Path:
     spec: dict[str, Any] = {
         "name": "plain-ps",
         "entrypoint": {"script": str(PLAIN_PS),
-                       "args": ["--steps", str(STEPS), "--save-every", "40",
+                       "args": ["--steps", str(steps), "--save-every", "40",
                                 "--checkpoint-dir", str(tmp_path / "own-ckpt"),
                                 "--step-sleep", "0.03"]},
         "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
         "checkpoint": {"dir": str(tmp_path / "own-ckpt")},
         "tasks": [{"type": "chief"}, {"type": "worker", "count": 2}, {"type": "ps"}],
-        "restart": {"max_restarts": 2, "max_task_restarts": 3, "backoff_s": 0.5},
+        "restart": {"max_restarts": 2, "max_task_restarts": 3, "backoff_s": 0.5, **restart},
         "health": {"grace_period_s": 5},
     }
     path = tmp_path / "ps.yaml"
@@ -106,3 +106,19 @@ def test_a_ps_killed_comes_back_with_the_chief_which_resumes(tmp_path: Path) -> 
     assert resumed is not None and int(resumed.group(1)) >= saved > 0, log
     done = _DONE.search(log)
     assert done is not None and int(done.group(1)) == STEPS, log
+
+
+def test_with_warm_spares_a_killed_worker_comes_back_from_a_spare(tmp_path: Path) -> None:
+    """The spares fill a second after the start (the script reports no steps); by the chief's
+    checkpoint at step 200 they have imported TensorFlow, and the worker's restart takes one."""
+    spec = ps_job(tmp_path, steps=800, warm_spares=True, spare_fill_delay_s=1)
+    with running(["run", str(spec)], tmp_path / "run", tmp_path) as job:
+        wait_for_checkpoint(tmp_path / "own-ckpt", 200, job, timeout=180)
+        os.kill(int(started(job.events(), "worker:1")[0]["pid"]), signal.SIGKILL)
+        job.wait_event(by("task_restarted", task="worker:1"), timeout=60)
+        assert job.wait(JOB_TIMEOUT_S) == 0, job.stderr
+        assert not wait_until_gone(job.mark, 15), "a server or a spare outlived the job"
+    first, again = started(job.events(), "worker:1")
+    assert first["warm"] is False and again["warm"] is True, again
+    done = _DONE.search(chief_log(job))
+    assert done is not None and int(done.group(1)) == 800, chief_log(job)
