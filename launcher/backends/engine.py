@@ -15,7 +15,8 @@ by ``ClusterSpec.engine`` and imports it on first use. Everything an engine deci
 - **a run's session** (:meth:`Backend.session`): extra stop signals, the engine's per-attempt
   events, its part of ``summary.json`` and its own exit code.
 
-Optional capabilities sit beside it, e.g. :class:`Submitter` (``tfcluster submit``).
+Optional capabilities sit beside it, e.g. :class:`Submitter` (``tfcluster submit``) and
+:class:`ProbesHosts` (``tfcluster doctor``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from launcher.backends.base import AgentHandle, Sink
 from launcher.chief.access import ChiefFiles
@@ -37,6 +38,7 @@ from worker.wire.protocol import Launch
 if TYPE_CHECKING:
     from launcher.backends.early_agent import EarlyAgent
     from launcher.preflight.report import PreflightReport
+    from launcher.preflight.runner import ProbeRunner
     from launcher.run.events import Event
 
 
@@ -130,6 +132,17 @@ class Backend(Protocol):
     def close(self) -> None:
         """End what the engine started besides the agents (an early agent no host took).
         Safe to call more than once."""
+        ...
+
+
+@runtime_checkable
+class ProbesHosts(Protocol):
+    """Optional, a :class:`Backend`'s: how a command, or a program tfcluster keeps talking to,
+    runs on each host of a plan, exactly where that host's agent would run (pre-flight's probe,
+    ``tfcluster doctor``'s measuring program)."""
+
+    def probe_runner(self, launch_plan: LaunchPlan) -> ProbeRunner:
+        """The runner for ``launch_plan``'s hosts."""
         ...
 
 

@@ -15,6 +15,7 @@ examples:
   tfcluster validate cluster_specs/local-2workers.yaml
   tfcluster plan cluster_specs/local-2workers.yaml
   tfcluster preflight my-cluster.yaml          # can every host run its part? (SSH, python, ports)
+  tfcluster doctor my-cluster.yaml             # how fast are its links, hosts and storage?
   tfcluster run cluster_specs/local-2workers.yaml
   tfcluster local -n 3 --chief -m worker.examples.digits -- --steps 200
   tfcluster local -n 2 -- python3 train.py --epochs 1
@@ -144,6 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
         "1 otherwise. 'run' does this by itself for specs with remote hosts.")
     ready.add_argument("spec", metavar="SPEC")
     _ssh_options(ready)
+
+    doctor = verbs.add_parser(
+        "doctor", help="measure the hosts of a spec: links, memory, CPUs, clocks, storage",
+        description="Measure, as one job of SPEC would use them, every host: each pair's round "
+        "trip and throughput (each way) between the addresses of their tasks' ports, each host's "
+        "free memory, usable CPUs and clock offset from this machine, and the checkpoint "
+        "directory's write and read speed from the hosts that read it. Names the slowest link "
+        "and the slowest host against the median. Runs tfcluster's own program on each host "
+        "(no TensorFlow) for a few seconds. Exits 0 when everything could be measured, 1 "
+        "otherwise (one line per host that could not).")
+    doctor.add_argument("spec", metavar="SPEC")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    _ssh_options(doctor)
     _browse_verbs(verbs)
     return parser
 

@@ -99,6 +99,31 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import json
+
+    from launcher.backends.engine import ProbesHosts
+    from launcher.cli.start import planner_for
+    from launcher.doctor.run import run_doctor
+    from launcher.doctor.view import print_report, report_dict
+
+    spec = _load(args.spec)
+    backend = _engine(spec, args)
+    try:
+        if not isinstance(backend, ProbesHosts):
+            raise UsageError(f"tfcluster doctor: the {backend.name} engine cannot run a "
+                             "program on its hosts")
+        launch_plan = planner_for(spec, backend, "", os.getcwd()).preview()
+        report = run_doctor(launch_plan, backend.probe_runner(launch_plan))
+    finally:
+        backend.close()
+    if args.json:
+        print(json.dumps(report_dict(report), indent=2))
+    else:
+        print_report(report, sys.stdout)
+    return 0 if report.ok else 1
+
+
 def _with_early_agent(verb: Callable[[argparse.Namespace, EarlyAgent], int],
                       args: argparse.Namespace) -> int:
     """Run ``verb`` with a local agent that starts now, while tfcluster imports and plans
@@ -254,4 +279,5 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 COMMANDS = {"status": cmd_status, "logs": cmd_logs,
             "run": cmd_run, "local": cmd_local, "plan": cmd_plan, "validate": cmd_validate,
-            "drill": cmd_drill, "preflight": cmd_preflight, "submit": cmd_submit}
+            "drill": cmd_drill, "preflight": cmd_preflight, "submit": cmd_submit,
+            "doctor": cmd_doctor}

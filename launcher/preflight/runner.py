@@ -36,6 +36,29 @@ class ProbeError(Exception):
         self.summary, self.detail = summary, detail
 
 
+class ProbeProcess(Protocol):
+    """A program started on a host by :meth:`ProbeSession.start` (``tfcluster doctor``'s), spoken
+    to in lines over its stdin and stdout while it runs."""
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` to its stdin; raises OSError once it is gone."""
+        ...
+
+    def readline(self) -> bytes:
+        """Its next stdout line; ``b""`` at the end. Blocks: a reader thread calls it."""
+        ...
+
+    def finish(self, timeout_s: float) -> ProbeOutput:
+        """EOF to its stdin, then up to ``timeout_s`` for it to exit: its exit status (-1 when
+        unknown), its stderr so far, and the directory it ran in (``stdout`` is empty: it was
+        read through :meth:`readline`)."""
+        ...
+
+    def close(self) -> None:
+        """End it (kill it, or close its channel); safe more than once, from any thread."""
+        ...
+
+
 class ProbeSession(Protocol):
     """One host's probe, from :meth:`ProbeRunner.open` until :meth:`close`."""
 
@@ -43,6 +66,12 @@ class ProbeSession(Protocol):
         """Run ``argv`` (``PYTHON -c PROBE REQUEST``, no shell) in the host's workdir, exactly
         where and as the agent would run, within the runner's ``timeout_s``; raises
         :class:`ProbeError` when it could not be run at all."""
+        ...
+
+    def start(self, argv: Sequence[str]) -> ProbeProcess:
+        """Start ``argv`` where :meth:`run` would run it, without waiting for its end: its stdin
+        and stdout stay open to talk to it (``tfcluster doctor``'s program); raises
+        :class:`ProbeError` when it could not be started."""
         ...
 
     def explain(self, output: ProbeOutput) -> ProbeError:

@@ -64,7 +64,8 @@ def render_text(report: PreflightReport) -> str:
     return "\n".join([*lines, *(["", *details] if details else []), summary_line(report)])
 
 
-def _wants_rich(stream: TextIO) -> bool:
+def wants_rich(stream: TextIO) -> bool:
+    """Rich tables on ``stream``: a terminal, unless NO_COLOR (or FORCE_COLOR says so anyway)."""
     if os.environ.get("NO_COLOR"):
         return False
     return bool(os.environ.get("FORCE_COLOR")) or stream.isatty()
@@ -77,7 +78,7 @@ def print_report(report: PreflightReport, stream: TextIO) -> None:
         stream.write("".join(f"{line}\n" for line in report_lines(report)))
         stream.flush()
         return
-    if not _wants_rich(stream):
+    if not wants_rich(stream):
         stream.write(render_text(report) + "\n")
         stream.flush()
         return

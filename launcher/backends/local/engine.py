@@ -27,6 +27,7 @@ from worker.wire.protocol import Launch
 
 if TYPE_CHECKING:
     from launcher.preflight.report import PreflightReport
+    from launcher.preflight.runner import ProbeRunner
 
 
 def size(spec: ClusterSpec) -> str:
@@ -70,10 +71,16 @@ class LocalBackend:
         return self.transport(host).start(host, launch, sink, log_path)
 
     def probe(self, launch_plan: LaunchPlan) -> PreflightReport:
-        from launcher.backends.local.probe import LocalProbeRunner
         from launcher.preflight.group import run_preflight
 
-        return run_preflight(launch_plan, LocalProbeRunner(self.options.connect_timeout_s))
+        return run_preflight(launch_plan, self.probe_runner(launch_plan))
+
+    def probe_runner(self, launch_plan: LaunchPlan) -> ProbeRunner:
+        """How a command runs on each host (:class:`~launcher.backends.engine.ProbesHosts`):
+        this machine's hosts as child processes."""
+        from launcher.backends.local.probe import LocalProbeRunner
+
+        return LocalProbeRunner(self.options.connect_timeout_s)
 
     def plan_lines(self, launch_plan: LaunchPlan) -> list[str]:
         return []

@@ -1,7 +1,9 @@
 """Pre-flight on this machine: the probe as a child process, in the workdir, with no shell.
 
 :class:`ChildProbe` runs one probe command as a child of the coordinator that another thread may
-end (engines whose probe runs through a local command, e.g. a scheduler's job step, use it too).
+end (engines whose probe runs through a local command, e.g. a scheduler's job step, use it too;
+:class:`~launcher.backends.local.program.ChildProgram` is the same for a program that keeps
+running while tfcluster talks to it).
 :class:`LocalProbeRunner` is the local engine's :class:`~launcher.preflight.runner.ProbeRunner`:
 the checkpoint dir counts as writable when its nearest existing ancestor is a writable directory
 (:func:`local_dir_problem`).
@@ -15,6 +17,7 @@ import threading
 from collections.abc import Sequence
 
 from launcher.backends.agent_command import explain_agent_exit
+from launcher.backends.local.program import ChildProgram
 from launcher.plan.planner import HostPlan
 from launcher.preflight.report import HostReport, Layout
 from launcher.preflight.runner import ProbeError, ProbeOutput
@@ -77,6 +80,17 @@ class LocalProbeSession:
         except subprocess.TimeoutExpired as exc:
             raise ProbeError(f"python probe took over {self.timeout_s:.0f}s") from exc
         return ProbeOutput(status, stdout, stderr, self.workdir)
+
+    def start(self, argv: Sequence[str]) -> ChildProgram:
+        if not os.path.isdir(self.workdir):
+            raise ProbeError(f"workdir missing: {self.workdir}")
+        try:
+            return ChildProgram(argv, self.workdir, self.workdir)
+        except FileNotFoundError as exc:
+            raise ProbeError(f"python not found: {self.host.python}") from exc
+        except OSError as exc:
+            raise ProbeError(f"python not runnable: {self.host.python}",
+                             f"{self.host.python}: {exc}") from exc
 
     def explain(self, output: ProbeOutput) -> ProbeError:
         return explain_probe_exit(self.host, output)

@@ -33,6 +33,7 @@ from worker.wire.protocol import Launch
 
 if TYPE_CHECKING:
     from launcher.preflight.report import PreflightReport
+    from launcher.preflight.runner import ProbeRunner
 
 
 class SlurmBackend:
@@ -65,6 +66,12 @@ class SlurmBackend:
         from launcher.backends.slurm.probe import slurm_preflight
 
         return slurm_preflight(launch_plan, self.transport.srun)
+
+    def probe_runner(self, launch_plan: LaunchPlan) -> ProbeRunner:
+        """Each node's command as a job step (``tfcluster doctor`` uses it)."""
+        from launcher.backends.slurm.probe import StepProbeRunner
+
+        return StepProbeRunner(launch_plan.job, self.transport.srun)
 
     def plan_lines(self, launch_plan: LaunchPlan) -> list[str]:
         """Each node's srun line and tasks."""

@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Sequence
 
 from launcher.backends.local.probe import ChildProbe
+from launcher.backends.local.program import ChildProgram
 from launcher.backends.slurm.srun import step_argv_prefix
 from launcher.plan.planner import HostPlan, LaunchPlan
 from launcher.preflight.group import run_preflight
@@ -45,6 +46,14 @@ class StepProbeSession:
         except subprocess.TimeoutExpired as exc:
             raise ProbeError(f"the probe step took over {self.timeout_s:.0f}s") from exc
         return ProbeOutput(status, stdout, stderr, self.workdir)
+
+    def start(self, argv: Sequence[str]) -> ChildProgram:
+        try:
+            return ChildProgram([*self.prefix, *argv], None, self.workdir)
+        except OSError as exc:
+            raise ProbeError(f"the probe step did not run: {exc}",
+                             f"cannot start {self.prefix[0]!r}: {exc} (run inside a Slurm "
+                             "allocation with srun on PATH)") from exc
 
     def explain(self, output: ProbeOutput) -> ProbeError:
         tail = (output.stderr.decode("utf-8", "replace").strip().splitlines() or ["no output"])

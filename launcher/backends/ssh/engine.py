@@ -21,7 +21,7 @@ from launcher.spec.model import ClusterSpec
 from launcher.ssh.config import DEFAULT_PORT, SshHost
 
 if TYPE_CHECKING:
-    from launcher.preflight.report import PreflightReport
+    from launcher.preflight.runner import ProbeRunner
 
 
 def ssh_host(spec: ClusterSpec, name: str) -> SshHost:
@@ -64,11 +64,12 @@ class SshBackend(LocalBackend):
     def transport(self, host: HostPlan) -> Transport:
         return self.local if host.local else self.remote
 
-    def probe(self, launch_plan: LaunchPlan) -> PreflightReport:
+    def probe_runner(self, launch_plan: LaunchPlan) -> ProbeRunner:
+        """Remote hosts over SSH (one connection each, the host key verified), this machine's
+        as the local engine runs them (pre-flight and ``tfcluster doctor`` use it)."""
         from launcher.backends.ssh.probe import SshProbeRunner
-        from launcher.preflight.group import run_preflight
 
-        return run_preflight(launch_plan, SshProbeRunner(self.connector, self.endpoint))
+        return SshProbeRunner(self.connector, self.endpoint)
 
     def _chief_fs(self, host: HostPlan) -> AbstractContextManager[CheckpointFS | None]:
         from launcher.ssh.sftp import remote_checkpoint_fs

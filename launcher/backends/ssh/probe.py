@@ -4,8 +4,10 @@ Each remote host is connected to within the connect timeout (reachable, host key
 recorded with ``--accept-new-host-keys``, authenticated: the CONNECT cell), the probe runs as
 ``cd WORKDIR && exec PYTHON -c PROBE REQUEST`` on that connection, each word quoted, exactly as the
 agent would start, and on the chief's host the checkpoint dir is checked over SFTP: the missing
-directories created, a probe file written and removed, and what was created removed again. The
-local hosts of a mixed job go through the local engine's runner: only the transport differs.
+directories created, a probe file written and removed, and what was created removed again.
+``tfcluster doctor`` starts its program on the same connection, the same way, and keeps talking to
+it (:mod:`launcher.backends.ssh.program`). The local hosts of a mixed job go through the local
+engine's runner: only the transport differs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from launcher.backends.agent_command import agent_workdir, remote_path
 from launcher.backends.local.probe import LocalProbeRunner, explain_probe_exit
 from launcher.plan.planner import HostPlan
 from launcher.preflight.report import HostReport, Layout
-from launcher.preflight.runner import ProbeError, ProbeOutput, ProbeSession
+from launcher.preflight.runner import ProbeError, ProbeOutput, ProbeProcess, ProbeSession
 from launcher.ssh.deadline import Deadline
 from launcher.ssh.errors import SshError
 
@@ -35,10 +37,12 @@ if TYPE_CHECKING:  # paramiko is imported only when a spec has remote hosts
 class SshProbeSession:
     """The probe of one remote host, on one connection."""
 
-    def __init__(self, host: HostPlan, connection: SshConnection, deadline: Deadline) -> None:
+    def __init__(self, host: HostPlan, connection: SshConnection, deadline: Deadline,
+                 timeout_s: float) -> None:
         self.host = host
         self.connection = connection
         self.deadline = deadline
+        self.timeout_s = timeout_s
         self.workdir = agent_workdir(host)
 
     def run(self, argv: Sequence[str]) -> ProbeOutput:
@@ -48,6 +52,14 @@ class SshProbeSession:
         except SshError as exc:
             raise ProbeError(exc.summary, exc.detail) from exc
         return ProbeOutput(result.status, result.stdout, result.stderr, self.workdir)
+
+    def start(self, argv: Sequence[str]) -> ProbeProcess:
+        from launcher.backends.ssh.program import SshProgram
+
+        try:
+            return SshProgram(self.connection, argv, self.workdir, self.timeout_s)
+        except SshError as exc:
+            raise ProbeError(exc.summary, exc.detail) from exc
 
     def explain(self, output: ProbeOutput) -> ProbeError:
         return explain_probe_exit(self.host, output)
@@ -98,7 +110,7 @@ class SshProbeRunner:
         if key.recorded_in:
             report.warnings.append(f"new host key {key.key_type} {key.fingerprint} recorded in "
                                    f"{key.recorded_in}")
-        return SshProbeSession(host, connection, deadline)
+        return SshProbeSession(host, connection, deadline, self.timeout_s)
 
 
 def probe_remote_dir(connection: SshConnection, path: str, deadline: Deadline) -> str | None:

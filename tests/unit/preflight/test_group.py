@@ -13,7 +13,7 @@ import pytest
 from launcher.plan.planner import HostPlan, LaunchPlan, TaskPlan
 from launcher.preflight.group import run_preflight
 from launcher.preflight.report import HostReport, Layout
-from launcher.preflight.runner import ProbeError, ProbeOutput
+from launcher.preflight.runner import ProbeError, ProbeOutput, ProbeProcess
 from worker.wire.tfconfig import TaskId, TFConfig
 from worker.wire.version import TFCLUSTER_VERSION
 
@@ -71,6 +71,9 @@ class FakeSession:
             if self.script.marker_fails:
                 answer["marker_error"] = "cannot write to the checkpoint dir /ckpt"
         return ProbeOutput(0, b"TFCLUSTER-PREFLIGHT " + json.dumps(answer).encode(), b"", "/srv")
+
+    def start(self, argv: Sequence[str]) -> ProbeProcess:
+        raise AssertionError("pre-flight runs its probe to its end, it starts no program")
 
     def explain(self, output: ProbeOutput) -> ProbeError:
         return ProbeError("no answer")

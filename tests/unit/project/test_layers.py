@@ -25,13 +25,14 @@ ALLOWED: dict[str, set[str]] = {
     "chief": {"layout", "errors", "plan"},
     "run": {"layout", "errors", "spec", "plan"},
     "preflight": {"layout", "errors", "spec", "plan"},
+    "doctor": {"layout", "errors", "plan", "preflight"},
     "output": {"layout", "errors", "spec", "plan", "run"},
     "backends": {"layout", "errors", "netaddr", "spec", "plan", "ssh", "chief", "run",
                  "preflight"},
     "job": {"layout", "errors", "spec", "plan", "chief", "run", "backends", "output"},
     "drill": {"layout", "errors", "spec", "plan", "chief", "run", "backends", "output", "job"},
     "cli": {"layout", "errors", "netaddr", "spec", "plan", "ssh", "chief", "run", "backends",
-            "preflight", "output", "job", "drill"},
+            "preflight", "doctor", "output", "job", "drill"},
     "__main__": {"cli"},
 }
 
@@ -129,6 +130,7 @@ WORKER_PARTS: dict[str, set[str]] = {
     "api": {"wire"},
     "runtime": {"wire", "api"},
     "agent": {"wire", "api", "runtime"},
+    "doctor": {"wire", "agent"},  # tfcluster doctor's program, beside the agent (host memory)
     "examples": {"wire", "api"},
 }
 
