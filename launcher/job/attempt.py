@@ -174,6 +174,8 @@ class AttemptRunner:
         elif isinstance(item, AgentMessage):
             self.health.host_seen(item.host, item.received_at)
             self.watch.observe(self.attempt, item.host, item.message, item.received_at)
+            for task in self.watch.over_memory_limit():
+                self.signal_task(task, signal.SIGKILL)
             self._on_message(item.host, item.message, item.received_at)
 
     def _on_output(self, _host: str, message: Output) -> None:  # from a reader thread
@@ -303,7 +305,7 @@ class AttemptRunner:
 
     def _task_failed(self, host: str, message: Exited, received_at: float) -> None:
         """A running task failed: the attempt stops (all tasks of a lock-step job go together)."""
-        kind = self.failures.exited(host, message, received_at, self.watch.oom_note(message.task))
+        kind = self.failures.exited(host, message, received_at, self.watch.memory_note(message))
         self._stop(f"{message.task} failed", graceful=kind is FailureKind.PREEMPTED)
 
     # --- health ------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from launcher.backends.session import PlainSession
 from launcher.chief.checkpoints import remove_worker_temp_dirs
 from launcher.job.agents import AgentSet
 from launcher.job.attempt import AttemptRunner
+from launcher.job.failure_rules import judged
 from launcher.job.health import in_force
 from launcher.job.hooks import AttemptHooks, HookList
 from launcher.job.inbox import Inbox, InboxItem, Interrupt
@@ -114,7 +115,8 @@ class Coordinator:
         self.start, self.history = start, list(start.history)  # start: where --resume begins
         self._notices = PreemptionNotices()
         self._port_tasks = planner.ports_to_allocate
-        self.watch = TaskHealthWatch.for_run(self.spec.health, run_dir.path, self._emit, console.warn)
+        self.watch = TaskHealthWatch.for_run(self.spec.health, run_dir.path, self._emit,
+                                             console.warn, not self.spec.parameter_server)
         self.keeper: PoolKeeper | None = None  # a pool's (launcher.job.pool_keeper)
         self.grow: GrowWatch | None = None
         self.exhausted: TooFewHosts | None = None
@@ -278,10 +280,11 @@ class Coordinator:
             result = dataclasses.replace(result, preemption_notice=self._notices.of(attempt))
             if result.status in (AttemptStatus.FAILED, AttemptStatus.RESIZED):
                 result, resume = self._after_failure(launch_plan, result, resume)
+            history.append(judged(result, history, spec.restart.rules))
+            decision = decide(history, spec.restart, ports_allocated=bool(self._port_tasks),
+                              pooled=self.keeper is not None)
             if self.keeper is not None:
-                self.keeper.after_attempt(result, self.grow.back if self.grow else ())
-            history.append(result)
-            decision = decide(history, spec.restart, ports_allocated=bool(self._port_tasks))
+                self.keeper.after_attempt(result, self.grow.back if self.grow else (), decision.leave_out)
             if decision.action is Action.SUCCEED:
                 self.machine.to(JobState.SUCCEEDED)
                 self._emit(JobSucceeded(job=spec.name, attempts=len(history)))

@@ -38,14 +38,15 @@ class FailureLog:
         return self.failures.pop()
 
     def exited(self, host: str, message: Exited, received_at: float,
-               oom_note: str | None = None) -> FailureKind:
+               memory_note: str | None = None) -> FailureKind:
         """A running task exited unexpectedly (non-zero, or a signal tfcluster did not send);
-        ``oom_note``: what to say if it was SIGKILLed (launcher.job.memory)."""
+        ``memory_note``: it ran out of memory, said how (launcher.job.memory)."""
         runtime = self._tasks[message.task]
         runtime.to(TaskState.FAILED)
         kind, note = classify_exit(message, restore_failed=runtime.restore_failed,
                                    reported_steps=runtime.step is not None,
-                                   preemption_codes=self._preemption_codes, oom_note=oom_note)
+                                   preemption_codes=self._preemption_codes,
+                                   memory_note=memory_note)
         self.record(TaskFailure(
             task=message.task, host=host, attempt=self.attempt, kind=kind,
             died_at=message.ts, observed_at=received_at, exit_code=message.exit_code,

@@ -6,12 +6,14 @@ logs the reason. Tested with tables in ``tests/unit/job/test_policy.py``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from launcher.job.failure_rules import host_note, rule_reason
 from launcher.run.failures import FailureKind
-from launcher.run.outcome import AttemptResult, AttemptStatus
+from launcher.run.outcome import AppliedRule, AttemptResult, AttemptStatus
+from launcher.spec.failure_rules import RuleAction
 from launcher.spec.health import RestartSpec
 
 #: Start-up port clashes are retried on fresh ports this many times, outside the restart budget.
@@ -33,6 +35,8 @@ class Decision:
     counts: bool = False
     #: Whether the next attempt must get freshly allocated ports.
     fresh_ports: bool = False
+    #: Hosts a failure rule leaves out of the next attempt (``exclude_host``), with why.
+    leave_out: Mapping[str, str] = field(default_factory=dict)
 
 
 def restarts_used(history: Sequence[AttemptResult]) -> int:
@@ -60,6 +64,17 @@ def preemption_backoff(history: Sequence[AttemptResult], restart: RestartSpec) -
             break
         streak += 1
     return 0.0 if streak == 0 else float(restart.backoff_s)
+
+
+def uncounted_backoff(history: Sequence[AttemptResult], restart: RestartSpec) -> float:
+    """The wait before a restart a failure rule does not count (``restart_uncounted``): none for
+    the first of a run of them, then exponential, so that no run of them can spin."""
+    streak = 0
+    for result in reversed(history[:-1]):
+        if result.rule is None or result.rule.action is not RuleAction.RESTART_UNCOUNTED:
+            break
+        streak += 1
+    return 0.0 if streak == 0 else backoff(restart, streak - 1)
 
 
 def crash_loop_length(history: Sequence[AttemptResult]) -> int:
@@ -112,9 +127,36 @@ def _charged_restart(history: Sequence[AttemptResult], restart: RestartSpec,
                     backoff_s=backoff(restart, used), counts=True)
 
 
+def _by_rule(history: Sequence[AttemptResult], restart: RestartSpec, rule: AppliedRule,
+             pooled: bool) -> Decision:
+    """What a failure rule (:mod:`launcher.job.failure_rules`) decided for the last attempt."""
+    last = history[-1]
+    if rule.action is RuleAction.FAIL:
+        return Decision(Action.FAIL, rule_reason(rule, last.attempt))
+    cause = last.root_cause
+    host = None if cause is None or cause.kind is FailureKind.LOST_HOST else cause.host
+    note = host_note(rule, host, pooled=pooled)
+    leave_out = {host: f"{rule.rule} ({rule.matched}) leaves its host out"} \
+        if note and pooled and host is not None else {}
+    if rule.action is RuleAction.RESTART_UNCOUNTED:
+        return Decision(Action.RESTART, rule_reason(rule, last.attempt) + note,
+                        backoff_s=uncounted_backoff(history, restart), leave_out=leave_out)
+    decision = _charged_restart(history, restart, rule_reason(rule, last.attempt))
+    if decision.action is not Action.RESTART:
+        return decision
+    return replace(decision, reason=decision.reason + note, leave_out=leave_out)
+
+
 def decide(history: Sequence[AttemptResult], restart: RestartSpec,
-           ports_allocated: bool) -> Decision:
+           ports_allocated: bool, pooled: bool = False) -> Decision:
     """What to do after the last attempt in ``history`` (which must not be empty).
+
+    After tfcluster's own cases (success, a stop, a resize, a port clash, tasks begun at
+    different steps), a failure rule that matched the root cause (:attr:`AttemptResult.rule`, set
+    by :func:`launcher.job.failure_rules.judged`) decides before the default policy: fail now,
+    restart (counted, with backoff) or restart uncounted (no backoff for the first of a run of
+    them); with ``exclude_host`` the failed task's host is left out when the job is placed from
+    a pool (``pooled``), and the reason says when it cannot be.
 
     A graceful preemption (an exit with one of ``restart.preemption_exit_codes``: 42, TensorFlow's
     PreemptionCheckpointHandler, and 143 by default) restarts outside the budget only when it is
@@ -149,6 +191,8 @@ def decide(history: Sequence[AttemptResult], restart: RestartSpec,
         return Decision(Action.FAIL, f"tasks could not bind their ports even after "
                         f"{MAX_PORT_RETRIES} retries on fresh ports; is something taking "
                         "every port it can?")
+    if last.rule is not None:
+        return _by_rule(history, restart, last.rule, pooled)
     prefix = None
     if kind is FailureKind.PREEMPTED:
         if last.preemption_justified:

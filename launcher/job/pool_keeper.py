@@ -17,7 +17,7 @@ Every attempt's placement is recorded (``attempt_placed``), a change of size too
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from launcher.backends.engine import Backend
@@ -90,15 +90,21 @@ class PoolKeeper:
 
     # --- around attempts ---------------------------------------------------------------------
 
-    def after_attempt(self, result: AttemptResult, back: Sequence[str] = ()) -> None:
-        """Leave out the hosts the attempt showed to be bad (from the next attempt on); readmit
+    def after_attempt(self, result: AttemptResult, back: Sequence[str] = (),
+                      leave_out: Mapping[str, str] | None = None) -> None:
+        """Leave out the hosts the attempt showed to be bad (from the next attempt on), and those
+        a failure rule leaves out (``leave_out``: host -> why, ``exclude_host``); readmit
         ``back``, the hosts whose return stopped it (status ``resized``)."""
         if result.status is AttemptStatus.RESIZED:
             for name in back:
                 self.pool.readmit(name)
                 self.emit(HostReadmitted(host=name, reason="it answered its probe again"))
+        now = self.clock()
         newly = self.pool.after_attempt(lost=result.lost_hosts, failed=result.failed_hosts,
-                                        ran=set(result.placement.values()), now=self.clock())
+                                        ran=set(result.placement.values()), now=now)
+        for name, reason in (leave_out or {}).items():
+            if name in self.pool.standing and self.pool.leave_out(name, reason, now):
+                newly[name] = reason
         for name, reason in newly.items():
             self._left_out(result.attempt + 1, name, reason)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.job.attempt import AttemptRunner
+from launcher.job.failure_rules import judge
 from launcher.job.inbox import InboxItem
 from launcher.job.server_watch import ServerSilent, ServerWatch
 from launcher.job.task_policy import TaskAction, TaskDecision, TaskTally, decide_task, quick
@@ -33,7 +34,7 @@ from launcher.job.tasks import TaskState
 from launcher.plan.planner import ResumePoint, TaskPlan
 from launcher.run.events import TaskExited
 from launcher.run.failures import FailureKind, TaskFailure
-from launcher.run.outcome import AttemptResult, AttemptStatus
+from launcher.run.outcome import AppliedRule, AttemptResult, AttemptStatus
 from launcher.run.task_events import ChiefFinished, TaskLeftOut, TaskRestarted
 from launcher.spec.health import RestartSpec
 from worker.wire import env
@@ -143,7 +144,7 @@ class PsAttemptRunner(AttemptRunner):
         self.due[message.task] = max([received_at, *self.due.values()])  # after the ps
 
     def _task_failed(self, host: str, message: Exited, received_at: float) -> None:
-        kind = self.failures.exited(host, message, received_at, self.watch.oom_note(message.task))
+        kind = self.failures.exited(host, message, received_at, self.watch.memory_note(message))
         self._decide(TaskId.parse(message.task), host, kind, received_at)
 
     def _decide(self, task: TaskId, host: str, kind: FailureKind, at: float) -> None:
@@ -151,8 +152,16 @@ class PsAttemptRunner(AttemptRunner):
                                preempted=kind is FailureKind.PREEMPTED,
                                tallies=self.single.tallies, workers=self._workers(),
                                restart=self.single.restart,
-                               job_restarts_used=self.single.used_before + self.training_restarts)
+                               job_restarts_used=self.single.used_before + self.training_restarts,
+                               rule=self._rule(task))
         self._carry_out(task, host, decision, at)
+
+    def _rule(self, task: TaskId) -> AppliedRule | None:
+        """The failure rule that matches ``task``'s failure (the one just recorded); before any
+        step means in its first start of the job's first attempt, with no step reported."""
+        first = self.attempt == 0 and task not in self.single.tallies \
+            and self.tasks[str(task)].step is None
+        return judge(self.failures.failures[-1], self.single.restart.rules, before_any_step=first)
 
     def _carry_out(self, task: TaskId, host: str, decision: TaskDecision, now: float) -> None:
         name = str(task)
@@ -175,7 +184,8 @@ class PsAttemptRunner(AttemptRunner):
             return
         self.single.tallies[task] = dataclasses.replace(
             tally, restarts=tally.restarts + 1, last_reason=f"{cause}; {decision.reason}",
-            quick_failures=tally.quick_failures + 1 if fast else 0)
+            quick_failures=tally.quick_failures + 1 if fast else 0,
+            uncounted=tally.uncounted + int(decision.budget is None))
         self.restarted[name] = self.restarted.get(name, 0) + 1
         if decision.budget == "job":
             self.training_restarts += 1

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import UsageError
+from launcher.job.failure_rules import judged_history
 from launcher.job.policy import restarts_used
 from launcher.plan.placement import absolute
 from launcher.plan.planner import LaunchPlan, Planner, ResumePoint
@@ -292,7 +293,8 @@ def open_resume(path: Path, *, given: ClusterSpec | None = None, checkpoint_dir:
     last = past.attempts[-1].attempt if past.attempts else None
     previous_end = {"lost": "was lost (no end recorded: killed, or its machine went down)",
                     "stopped": f"was stopped by {past.stop_signal}"}.get(past.ended, past.ended)
-    start = StartingPoint(history=past.attempts, resumed=True, first_attempt=past.next_attempt,
+    start = StartingPoint(history=judged_history(past.attempts, spec.restart.rules), resumed=True,
+                          first_attempt=past.next_attempt,
                           resume_from=past.resume_from, started_at=past.started_at,
                           previous_end=previous_end)
     done = None

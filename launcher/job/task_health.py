@@ -17,12 +17,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher.job.memory import MIB, MemoryReading, oom_note, warning_text
+from launcher.job.lockstep import WINDOW_S, Figures, LockstepWatch, UsageWindow, Verdict
+from launcher.job.memory import (
+    MIB,
+    MemoryPast,
+    MemoryReading,
+    limit_kill_text,
+    out_of_memory,
+    warning_text,
+)
 from launcher.job.straggler import StepRate, StragglerDetector, slowest
 from launcher.output.metrics import JobFigures, MetricsSink, Report
 from launcher.run.events import Event, JobHealth, TaskMemoryHigh, TaskStraggling
 from launcher.spec.health import HealthSpec
 from worker.wire.protocol import Exited, Heartbeat, Progress, Started
+from worker.wire.tfconfig import EVALUATOR
+
+#: Without step reports, a task's figures count in the lock-step comparison only this long after
+#: it started (importing TensorFlow and building the model are not training).
+LOCKSTEP_SETTLE_S = 20.0
 
 #: ``job_health`` is emitted at most this often (or every half straggler window if shorter).
 HEALTH_EVENT_INTERVAL_S = 5.0
@@ -40,6 +53,11 @@ class _Task:
     memory: MemoryReading | None = None
     peak_rss_bytes: int = 0
     warned: bool = False  # about memory, in this attempt
+    killed_at: MemoryReading | None = None  # killed for passing memory_limit_mib (this process)
+    started_at: float | None = None
+    usage: UsageWindow = field(default_factory=UsageWindow)
+    figures: Figures | None = None  # lock-step figures as last computed
+    attempt_peak_rss: int = 0  # of this attempt's process
     steps_per_s: float | None = None  # as last computed (None: not running, or no rate yet)
     last_steps_per_s: float | None = None  # the last rate it had (for the summary)
 
@@ -47,7 +65,7 @@ class _Task:
 class TaskHealthWatch:
     def __init__(self, health: HealthSpec, *, emit: Callable[[Event], None],
                  warn: Callable[[str], None], metrics: MetricsSink | None = None,
-                 interval_s: float = HEALTH_EVENT_INTERVAL_S) -> None:
+                 interval_s: float = HEALTH_EVENT_INTERVAL_S, lockstep: bool = True) -> None:
         self.health = health
         self.emit = emit
         self.warn = warn
@@ -61,6 +79,9 @@ class TaskHealthWatch:
         self.slowest: str | None = None
         self.straggler_log: list[dict[str, Any]] = []
         self.memory_log: list[dict[str, Any]] = []
+        self.over_limit: list[str] = []
+        #: Tasks step together (MultiWorkerMirroredStrategy): name the one holding them back.
+        self.lockstep = LockstepWatch() if lockstep else None
 
     def task(self, name: str) -> _Task:
         if name not in self.tasks:
@@ -79,6 +100,9 @@ class TaskHealthWatch:
         elif isinstance(message, Started):
             state = self.task(message.task)
             state.host, state.running = host, True
+            state.memory = state.killed_at = state.figures = None  # a new process
+            state.warned, state.attempt_peak_rss, state.started_at = False, 0, now
+            state.usage.reset()
         elif isinstance(message, Exited):
             self.task(message.task).running = False
         if self.next_tick is None:
@@ -90,10 +114,13 @@ class TaskHealthWatch:
     def _new_attempt(self, attempt: int) -> None:
         self.attempt = attempt
         self.stragglers.reset()
+        if self.lockstep is not None:
+            self.lockstep.reset()
         for state in self.tasks.values():
             state.rate.reset()
             state.reported = state.warned = state.running = False
-            state.steps_per_s = state.memory = None  # nothing of the last attempt's processes
+            state.steps_per_s = state.memory = state.killed_at = None  # the last attempt's
+            state.attempt_peak_rss = 0
 
     def _progress(self, attempt: int, message: Progress, now: float) -> None:
         state = self.task(message.task)
@@ -113,7 +140,15 @@ class TaskHealthWatch:
             state.cpu_sum += usage.cpu_percent
             state.cpu_samples += 1
             state.peak_rss_bytes = max(state.peak_rss_bytes, usage.rss_bytes)
+            state.attempt_peak_rss = max(state.attempt_peak_rss, usage.rss_bytes)
+            if usage.cpu_seconds is not None and usage.wait_seconds is not None:
+                state.usage.add(now, usage.cpu_seconds, usage.wait_seconds)
             reading = state.memory = MemoryReading(usage.rss_bytes, message.available_bytes, now)
+            if self.limit_bytes is not None and usage.rss_bytes > self.limit_bytes \
+                    and state.killed_at is None:
+                state.killed_at = reading
+                self.over_limit.append(name)
+                self.warn(limit_kill_text(name, reading, self.limit_bytes))
             if not state.warned and reading.high(self.health.memory_warn_ratio, self.limit_bytes):
                 state.warned = True
                 text = warning_text(name, reading, self.limit_bytes)
@@ -155,28 +190,87 @@ class TaskHealthWatch:
                                      since=change.since, ratio=ratio, window_s=window))
         self.slowest = slowest(rates)
         job_rate = min(rates.values()) if rates else None
+        held = self._look_lockstep(attempt, now, job_rate)
+        named = set(self.stragglers.flagged) | ({held.task} if held else set())
         self.emit(JobHealth(attempt, tasks=self._figures(), slowest=self.slowest,
                             steps_per_s=None if job_rate is None else round(job_rate, 3),
-                            stragglers=sorted(self.stragglers.flagged)))
+                            stragglers=sorted(named),
+                            held_back_by=None if held is None else self._held_text(held, job_rate)))
         steps = [s for t in self.tasks.values() if t.running and (s := t.rate.step) is not None]
         if self.metrics is not None and job_rate is not None and steps:
             self.metrics.job(JobFigures(ts=now, step=min(steps), values={"steps_per_s": job_rate}))
+
+    # --- the lock-step job's straggler ----------------------------------------------------
+
+    def _lockstep_figures(self, now: float) -> dict[str, Figures]:
+        """The figures of the tasks training now: those that reported a step this attempt, or
+        (a script that never reports) those started :data:`LOCKSTEP_SETTLE_S` ago."""
+        reporting = any(s.reported for s in self.tasks.values() if s.running)
+        found = {}
+        for name, state in self.tasks.items():
+            state.figures = state.usage.figures() if state.running else None
+            settled = state.reported if reporting else (
+                state.started_at is not None and now - state.started_at >= LOCKSTEP_SETTLE_S)
+            if state.figures is not None and settled and not name.startswith(f"{EVALUATOR}:"):
+                found[name] = state.figures
+        return found
+
+    def _held_text(self, verdict: Verdict, job_rate: float | None) -> str:
+        step_s = 1 / job_rate if job_rate else None
+        return verdict.text(self.task(verdict.task).host, step_s)
+
+    def _look_lockstep(self, attempt: int, now: float, job_rate: float | None) -> Verdict | None:
+        if self.lockstep is None:
+            return None
+        before = self.lockstep.named
+        verdict, changed = self.lockstep.look(self._lockstep_figures(now))
+        if not changed:
+            return verdict
+        if before is not None:
+            self._emit_lockstep(attempt, before, False, now, job_rate)
+        if verdict is not None:
+            text = self._held_text(verdict, job_rate)
+            self.warn(f"straggler: {text}")
+            self.straggler_log.append({"attempt": attempt, "task": verdict.task,
+                                       "since": now - WINDOW_S, "flagged_at": now,
+                                       "cause": verdict.cause.value, "message": text})
+            self._emit_lockstep(attempt, verdict, True, now, job_rate)
+        return verdict
+
+    def _emit_lockstep(self, attempt: int, verdict: Verdict, on: bool, now: float,
+                       job_rate: float | None) -> None:
+        rate = None if job_rate is None else round(job_rate, 3)
+        mine, others = verdict.figures, verdict.others
+        self.emit(TaskStraggling(
+            attempt, task=verdict.task, straggling=on, steps_per_s=rate, others_steps_per_s=rate,
+            since=now - WINDOW_S, ratio=self.stragglers.ratio, window_s=WINDOW_S,
+            cause=verdict.cause.value, message=self._held_text(verdict, job_rate) if on else None,
+            cpu_cores=round(mine.cpu, 3), wait_share=round(mine.wait_share, 3),
+            others_cpu_cores=round(others.cpu, 3), others_wait_share=round(others.wait_share, 3)))
 
     def _figures(self) -> dict[str, dict[str, Any]]:
         return {name: {"host": s.host, "step": s.rate.step,
                        "steps_per_s": None if s.steps_per_s is None else round(s.steps_per_s, 3),
                        "cpu_percent": s.cpu_percent,
+                       "cpu_cores": None if s.figures is None else round(s.figures.cpu, 3),
+                       "wait_share": None if s.figures is None else round(s.figures.wait_share, 3),
                        "rss_bytes": None if s.memory is None else s.memory.rss_bytes,
                        "available_bytes": None if s.memory is None else s.memory.available_bytes}
                 for name, s in sorted(self.tasks.items()) if s.running}
 
-    def oom_note(self, task: str) -> str | None:
-        """For a task killed by a SIGKILL tfcluster did not send: a likely OOM kill, said so."""
-        state = self.tasks.get(task)
-        if state is None:
-            return None
-        return oom_note(state.memory, ratio=self.health.memory_warn_ratio,
-                        limit_bytes=self.limit_bytes, warned=state.warned)
+    def over_memory_limit(self) -> list[str]:
+        """The tasks to kill now: their RSS passed ``health.memory_limit_mib`` (each once)."""
+        tasks, self.over_limit = self.over_limit, []
+        return tasks
+
+    def memory_note(self, message: Exited) -> str | None:
+        """For a task that died: that it ran out of memory and how, or None."""
+        state = self.tasks.get(message.task, _Task())
+        if message.peak_rss_bytes:
+            state.peak_rss_bytes = max(state.peak_rss_bytes, message.peak_rss_bytes)
+        past = MemoryPast(state.memory, state.attempt_peak_rss, state.warned, state.killed_at)
+        return out_of_memory(message, past, ratio=self.health.memory_warn_ratio,
+                             limit_bytes=self.limit_bytes)
 
     def summary(self) -> dict[str, Any]:
         """``summary.json``'s ``health``: per task its last step (of the last attempt it ran in),
@@ -203,7 +297,9 @@ class TaskHealthWatch:
 
     @classmethod
     def for_run(cls, health: HealthSpec, run_dir: Path, emit: Callable[[Event], None],
-                warn: Callable[[str], None]) -> TaskHealthWatch:
-        """The watch of a job whose metrics go to ``run_dir`` (metrics.jsonl, tensorboard/)."""
+                warn: Callable[[str], None], lockstep: bool = True) -> TaskHealthWatch:
+        """The watch of a job whose metrics go to ``run_dir`` (metrics.jsonl, tensorboard/);
+        ``lockstep``: its tasks step together (MultiWorkerMirroredStrategy)."""
         return cls(health, emit=emit, warn=warn, metrics=MetricsSink(run_dir, warn=warn),
-                   interval_s=min(HEALTH_EVENT_INTERVAL_S, health.straggler_window_s / 2))
+                   interval_s=min(HEALTH_EVENT_INTERVAL_S, health.straggler_window_s / 2),
+                   lockstep=lockstep)

@@ -250,7 +250,10 @@ def _health_lines(run_dir: Path, events: list[dict[str, Any]],
     if slowest:
         out.append(f"slowest task: {slowest}")
     for event in events:
-        if event["event"] == EventType.TASK_STRAGGLING and event.get("straggling"):
+        if event["event"] == EventType.TASK_STRAGGLING and event.get("straggling") and \
+                event.get("cause", "slow_steps") != "slow_steps":
+            out.append(f"straggler: {event.get('message')} (attempt {event.get('attempt')})")
+        elif event["event"] == EventType.TASK_STRAGGLING and event.get("straggling"):
             out.append(f"straggler: {event['task']} (attempt {event.get('attempt')}): "
                        f"{event.get('steps_per_s')} steps/s against "
                        f"{event.get('others_steps_per_s')} for the others")

@@ -19,6 +19,9 @@ from launcher.run.events import EventType
 from worker.wire.tfconfig import TASK_TYPES, TaskId, TFConfigError, task_order
 
 PLAIN_PROGRESS_INTERVAL_S = 10.0
+#: A straggler's note in the table, by the ``cause`` of its ``task_straggling`` event.
+_STRAGGLER_NOTES = {"slow_steps": "straggler", "starved": "straggler: starved of CPU",
+                    "more_work": "straggler: more work"}
 _RATE_WINDOW_S = 5.0
 
 
@@ -32,18 +35,19 @@ class TaskRow:
     samples: list[tuple[float, int]] = field(default_factory=list)
     cpu_percent: float | None = None
     rss_bytes: int | None = None
-    straggling: bool = False
+    #: Why it is a straggler (None: it is not): see ``_STRAGGLER_NOTES``.
+    straggler: str | None = None
     memory_high: bool = False
 
     def new_attempt(self, attempt: int) -> None:
         self.state, self.restarts, self.samples, self.step = "starting", attempt, [], None
         self.cpu_percent = self.rss_bytes = None
-        self.straggling = self.memory_high = False
+        self.straggler, self.memory_high = None, False
 
     @property
     def note(self) -> str:
-        return ", ".join(n for n, on in (("straggler", self.straggling),
-                                          ("memory high", self.memory_high)) if on)
+        notes = [] if self.straggler is None else [self.straggler]
+        return ", ".join(notes + (["memory high"] if self.memory_high else []))
 
     def record(self, ts: float, step: int) -> None:
         self.step = step
@@ -67,6 +71,8 @@ class StatusBoard:
         self.attempt = 0
         self.job_state = "starting"
         self.slowest: str | None = None
+        #: A lock-step job's straggler and why, as the last ``job_health`` said.
+        self.held_back_by: str | None = None
 
     def row(self, task: str) -> TaskRow:
         if task not in self.rows:
@@ -88,7 +94,7 @@ class StatusBoard:
         elif kind == EventType.ATTEMPT_STARTED:
             self.attempt = int(event["attempt"])
             self.job_state = "running"
-            self.slowest = None
+            self.slowest = self.held_back_by = None
             for row in self.rows.values():
                 row.new_attempt(self.attempt)
         elif kind == EventType.TASK_STARTED and task:
@@ -109,7 +115,8 @@ class StatusBoard:
         elif kind == EventType.JOB_HEALTH and int(event.get("attempt", 0)) == self.attempt:
             self._health(event)
         elif kind == EventType.TASK_STRAGGLING and task in self.rows:
-            self.row(task).straggling = bool(event.get("straggling"))
+            self.row(task).straggler = _STRAGGLER_NOTES.get(
+                str(event.get("cause")), "straggler") if event.get("straggling") else None
         elif kind == EventType.TASK_MEMORY_HIGH and task in self.rows:
             self.row(task).memory_high = True
         elif kind in (EventType.JOB_STOPPING, EventType.JOB_RESTARTING, EventType.JOB_SUCCEEDED,
@@ -118,6 +125,7 @@ class StatusBoard:
 
     def _health(self, event: dict[str, Any]) -> None:
         self.slowest = event.get("slowest")
+        self.held_back_by = event.get("held_back_by")
         for name, figures in (event.get("tasks") or {}).items():
             row = self.row(name)
             row.cpu_percent = figures.get("cpu_percent")
@@ -149,6 +157,8 @@ class StatusBoard:
                           "-" if rate is None else f"{rate:.1f}",
                           "-" if row.cpu_percent is None else f"{row.cpu_percent:.0f}",
                           _size(row.rss_bytes), str(row.restarts), row.note)
+        if self.held_back_by:
+            table.caption, table.caption_justify = f"straggler: {self.held_back_by}", "left"
         return table
 
     def progress_line(self) -> str:
@@ -159,7 +169,8 @@ class StatusBoard:
                          + ("" if rate is None else f" ({rate:.1f}/s)")
                          + (f" [{row.note}]" if row.note else ""))
         slowest = "" if self.slowest is None else f"; slowest {self.slowest}"
-        return f"attempt {self.attempt}: " + ", ".join(parts) + slowest
+        held = "" if self.held_back_by is None else f"; straggler: {self.held_back_by}"
+        return f"attempt {self.attempt}: " + ", ".join(parts) + slowest + held
 
 
 def _size(size: int | None) -> str:

@@ -335,22 +335,34 @@ class JobHealth(Event):
     steps_per_s: float | None
     slowest: str | None
     stragglers: Sequence[str]
+    #: In a lock-step job: the task holding the others back and why (:mod:`launcher.job.lockstep`).
+    held_back_by: str | None = None
 
 
 @dataclass(frozen=True)
 class TaskStraggling(Event):
-    """A task's step rate stayed below ``ratio`` x the others' for the window (or, with
-    ``straggling`` false, caught up again)."""
+    """A task's step rate stayed below ``ratio`` x the others' for the window (``cause``
+    ``slow_steps``), or in a lock-step job it holds the others back (``starved`` of CPU, or
+    ``more_work`` per step: :mod:`launcher.job.lockstep`, where the step rates are the job's);
+    with ``straggling`` false, it stopped being one."""
 
     TYPE: ClassVar[str] = EventType.TASK_STRAGGLING
     attempt: int
     task: str
     straggling: bool
-    steps_per_s: float
-    others_steps_per_s: float
+    steps_per_s: float | None
+    others_steps_per_s: float | None
     since: float
     ratio: float
     window_s: float
+    cause: str = "slow_steps"
+    #: The line shown on the console (and by ``status``).
+    message: str | None = None
+    #: Lock-step causes: its CPU (cores) and run-queue wait share, and the others' median.
+    cpu_cores: float | None = None
+    wait_share: float | None = None
+    others_cpu_cores: float | None = None
+    others_wait_share: float | None = None
 
 
 @dataclass(frozen=True)

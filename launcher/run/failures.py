@@ -40,6 +40,7 @@ class FailureKind(str, Enum):
     RESTORE_FAILED = "restore_failed"  # could not restore the checkpoint it was given
     STEP_MISMATCH = "step_mismatch"  # the tasks of one attempt started from different steps
     SERVER_SILENT = "server_silent"  # a TF server's port stopped answering, its process alive
+    OUT_OF_MEMORY = "out_of_memory"  # OOM-killed, killed at memory_limit_mib, or an OOM error
 
 
 #: Exit codes that mean "saved, restart me" (a graceful preemption) unless the spec's
@@ -176,6 +177,9 @@ class TaskFailure:
                     "(restart.preemption_exit_codes): it asks for a restart")
         if self.kind is FailureKind.PORT_CONFLICT:
             return f"{where} could not bind its gRPC port (port taken by another process)"
+        if self.kind is FailureKind.OUT_OF_MEMORY and message and \
+                message.startswith("ran out of memory"):
+            return f"{where} {message}"
         if message and self.exit_code is None and self.signal is None:
             return f"{where}: {message}"
         how = f"was killed by {self.signal}" if self.signal else f"exited with code {self.exit_code}"
@@ -251,9 +255,9 @@ def step_mismatch(firsts: dict[str, int], attempt: int, now: float) -> TaskFailu
 
 def classify_exit(message: Exited, *, restore_failed: str | None, reported_steps: bool,
                   preemption_codes: frozenset[int] = PREEMPTION_EXIT_CODES,
-                  oom_note: str | None = None) -> tuple[FailureKind, str | None]:
-    """What a task's unexpected exit was, and a note for the report. ``oom_note``: a SIGKILL
-    with the task's memory high is a likely out-of-memory kill (:mod:`launcher.job.memory`)."""
+                  memory_note: str | None = None) -> tuple[FailureKind, str | None]:
+    """What a task's unexpected exit was, and a note for the report. ``memory_note``: it ran
+    out of memory, said how (:func:`launcher.job.memory.out_of_memory`)."""
     if message.error:
         return FailureKind.SPAWN_FAILED, message.error
     if restore_failed:
@@ -262,8 +266,8 @@ def classify_exit(message: Exited, *, restore_failed: str | None, reported_steps
         return FailureKind.PREEMPTED, None
     if not reported_steps and is_port_conflict(message.stderr_tail, message.traceback):
         return FailureKind.PORT_CONFLICT, None
-    if message.signal == "SIGKILL" and oom_note:
-        return FailureKind.SIGNALLED, oom_note
+    if memory_note:
+        return FailureKind.OUT_OF_MEMORY, memory_note
     return (FailureKind.SIGNALLED if message.signal else FailureKind.EXITED), None
 
 

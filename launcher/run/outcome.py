@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Any
 
 from launcher.run.failures import FailureKind, TaskFailure, root_cause
+from launcher.spec.failure_rules import RuleAction
 
 
 class AttemptStatus(str, Enum):
@@ -15,6 +16,27 @@ class AttemptStatus(str, Enum):
     FAILED = "failed"
     INTERRUPTED = "interrupted"  # tfcluster itself got SIGINT / SIGTERM
     RESIZED = "resized"  # stopped gracefully to run at another size (a host came back)
+
+
+@dataclass(frozen=True)
+class AppliedRule:
+    """The failure rule that matched an attempt's root cause (:mod:`launcher.job.failure_rules`):
+    one of the spec's ``restart.rules`` or a built-in one, and what it decided."""
+
+    #: Which rule: ``restart.rules[1]``, or ``built-in`` for tfcluster's own.
+    rule: str
+    #: What matched, in a few words: ``exit 75``, ``SIGKILL, message /NCCL/``,
+    #: ``ModuleNotFoundError (No module named 'foo')``.
+    matched: str
+    action: RuleAction
+    exclude_host: bool = False
+    #: A built-in rule that fails a job whose start-up error no retry can fix: it applies only
+    #: before any step of the job's first attempt.
+    at_start_up: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "matched": self.matched, "action": self.action.value,
+                "exclude_host": self.exclude_host}
 
 
 @dataclass(frozen=True)
@@ -56,6 +78,8 @@ class AttemptResult:
     left_out: tuple[str, ...] = ()
     gave_up: str | None = None
     chief_finished: bool = False
+    #: The failure rule that matched the root cause (None: none did, or the attempt was not judged).
+    rule: AppliedRule | None = None
 
     @property
     def cause_kind(self) -> FailureKind | None:
@@ -97,9 +121,13 @@ class AttemptResult:
     @property
     def charged(self) -> bool:
         """Whether this attempt uses up one of ``restart.max_restarts``: every failed attempt but
-        a start-up port clash and a justified preemption."""
-        return self.status is AttemptStatus.FAILED and not (self.port_conflict
-                                                            or self.preemption_justified)
+        a start-up port clash and a justified preemption, unless a failure rule said otherwise
+        (``restart_uncounted``: not charged; ``restart``: charged, even for a preemption)."""
+        if self.status is not AttemptStatus.FAILED:
+            return False
+        if self.rule is not None:
+            return self.rule.action is not RuleAction.RESTART_UNCOUNTED
+        return not (self.port_conflict or self.preemption_justified)
 
     def to_dict(self) -> dict[str, Any]:
         cause = self.root_cause
@@ -124,6 +152,7 @@ class AttemptResult:
             "placement": dict(self.placement),
             "workers": self.workers,
             "counted_against_budget": self.charged,
+            "rule": None if self.rule is None else self.rule.to_dict(),
             **({"task_restarts": dict(self.task_restarts), "training_restarts":
                 self.training_restarts, "left_out": list(self.left_out),
                 "recovered": [f.to_dict() for f in self.recovered]}

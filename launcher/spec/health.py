@@ -9,8 +9,9 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from launcher.spec.errors import FieldProblems
+from launcher.spec.failure_rules import FailureRule
 from launcher.spec.limits import check_heartbeat_interval, check_restarts, check_seconds
-from worker.wire.env import PREEMPTION_EXIT_CODE, TF_RESTART_EXIT_CODE
+from worker.wire.env import DO_NOT_RESTART_EXIT_CODE, PREEMPTION_EXIT_CODE, TF_RESTART_EXIT_CODE
 
 Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False),
                     AfterValidator(check_seconds)]
@@ -59,11 +60,18 @@ class RestartSpec(BaseModel):
     #: of its start, is in a crash loop: it is left out and the job goes on without it.
     task_crash_loop: Annotated[int, Field(strict=True, ge=1)] | None = 3
     task_crash_window_s: Seconds = 10.0
+    #: What to do on failures that look a certain way, checked in order before the built-in
+    #: rules and the default policy (launcher.spec.failure_rules, launcher.job.failure_rules).
+    rules: list[FailureRule] = []
 
     @model_validator(mode="after")
-    def _backoff_order(self) -> RestartSpec:
+    def _fields_agree(self) -> RestartSpec:
         if self.backoff_max_s < self.backoff_s:
             raise FieldProblems([("backoff_max_s", f"must be at least backoff_s ({self.backoff_s})")])
+        if DO_NOT_RESTART_EXIT_CODE in self.preemption_exit_codes:
+            raise FieldProblems([("preemption_exit_codes", f"must not hold "
+                                  f"{DO_NOT_RESTART_EXIT_CODE}, the exit code with which a task "
+                                  "asks not to be restarted")])
         return self
 
 

@@ -5,14 +5,12 @@ as a likely out-of-memory kill, with what to do. The figures reach summary.json 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.jobs import REPO, by, running, write_spec
+from tests.support.jobs import REPO, by, run_status, running, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -25,12 +23,6 @@ def spec(name: str, args: list[str], **health: Any) -> dict[str, Any]:
             "restart": {"max_restarts": 0, "backoff_s": 0.1},
             "health": {"grace_period_s": 3, **health}}
 
-
-def status(run_dir: Path) -> str:
-    done = subprocess.run([sys.executable, "-m", "launcher", "status", str(run_dir)], cwd=REPO,
-                          capture_output=True, text=True, timeout=30, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_a_slowed_task_is_flagged_as_the_straggler_within_the_window(tmp_path: Path) -> None:
@@ -56,7 +48,7 @@ def test_a_slowed_task_is_flagged_as_the_straggler_within_the_window(tmp_path: P
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert [s["task"] for s in summary["health"]["stragglers"]] == ["worker:2"]
     assert summary["health"]["tasks"]["worker:0"]["peak_rss_bytes"] > 0
-    assert "straggler: worker:2" in status(tmp_path / "run")
+    assert "straggler: worker:2" in run_status(tmp_path / "run")
 
 
 def test_growing_memory_is_warned_about_before_the_job_ends(tmp_path: Path) -> None:
@@ -85,10 +77,11 @@ def test_a_sigkill_after_growing_memory_is_named_a_likely_oom_kill(tmp_path: Pat
                  and e["task"] == "worker:1"]
     assert failed["signal"] == "SIGKILL"
     assert "likely killed for running out of memory" in failed["message"]
-    assert "smaller per-task batch size" in failed["message"]
+    assert "smaller per-replica batch size" in failed["message"]
+    assert failed["kind"] == "out_of_memory"
     root = job.stderr.split("Root cause", 1)[1].splitlines()[0]
     assert "SIGKILL: likely killed for running out of memory" in root
-    assert "likely killed for running out of memory" in status(tmp_path / "run")
+    assert "likely killed for running out of memory" in run_status(tmp_path / "run")
 
 
 def test_a_sigkill_with_little_memory_stays_a_bare_sigkill(tmp_path: Path) -> None:

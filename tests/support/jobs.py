@@ -152,3 +152,11 @@ def wait_for_checkpoint(directory: Path, step: int, job: Job, timeout: float = 3
         if job.proc.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"no ckpt-{step} in {directory}; stderr:\n{job.stderr}")
         time.sleep(0.01)  # polling the directory for the file; not synchronisation by time
+
+
+def run_status(run_dir: Path) -> str:
+    """What ``tfcluster status RUN_DIR`` prints (it must exit 0)."""
+    done = subprocess.run([sys.executable, "-m", "launcher", "status", str(run_dir)], cwd=REPO,
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -17,12 +17,10 @@ warm spare, or a few cold starts at a time), and then runs one event loop (a sel
   only after that, so every message of one attempt comes before any of the next;
 - stdout, while the :class:`~worker.agent.outbox.Outbox` holds messages the coordinator has not taken.
 
-Nothing holds the loop up: not a task that floods its output, not a coordinator that stops reading,
-and nothing a task writes can raise out of it. Only processes that are provably this agent's are
-ever signalled (:mod:`worker.agent.process_tree`).
-
-Protocol messages go to the agent's *original* stdout; fd 1 is pointed at stderr (a stray print
-can never corrupt the protocol). Warm spares: :mod:`worker.agent.spares.warm_starts`.
+Nothing holds the loop up (a task flooding its output, a coordinator that stops reading), nothing a
+task writes can raise out of it, and only processes provably this agent's are ever signalled
+(:mod:`worker.agent.process_tree`). Protocol messages go to the agent's *original* stdout; fd 1 is
+pointed at stderr. Warm spares: :mod:`worker.agent.spares.warm_starts`.
 """
 
 from __future__ import annotations
@@ -36,9 +34,10 @@ import sys
 import time
 from collections.abc import Callable
 
-from worker.agent import host_memory, process_tree
+from worker.agent import host_memory, process_tree, reaping
 from worker.agent.command_input import CommandInput
 from worker.agent.greeting import greet
+from worker.agent.oom_evidence import MemoryEvidence, OomWatch
 from worker.agent.outbox import Outbox
 from worker.agent.single_tasks import SingleStops
 from worker.agent.spares.pool import SELECTOR_DATA
@@ -96,6 +95,7 @@ class Agent:
         self.starts = TaskStarts(self.warm)
         self.teardown = Teardown(self.tasks, kept=self.warm.pool.pids)
         self.stops = SingleStops()  # tasks stopped alone (StopTask)
+        self.oom = OomWatch()
         self.next_heartbeat = self.next_record = 0.0
         self.last_command_at = time.monotonic()
 
@@ -130,6 +130,7 @@ class Agent:
             return
         self.starts.started(task, warm)
         pid = task.pid or 0
+        self.oom.sample([pid])
         self.by_pid[pid] = task
         for fd in task.fds:
             self.by_fd[fd] = task
@@ -208,27 +209,24 @@ class Agent:
             self.relay(task, lambda: task.read(fd))
 
     def reap(self) -> None:
-        """Collect every exited child: tasks are reported, adopted orphans just vanish."""
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            task = self.by_pid.pop(pid, None)
-            if task is not None:
-                self._on_exit(task, status)
-            else:
-                self.warm.pool.reaped(pid, status)
+        """Collect every exited child: tasks are reported (what the kernel says of a SIGKILL is
+        read before the zombie goes), adopted orphans just vanish."""
+        while (exit_ := reaping.next_exit()) is not None:
+            task = self.by_pid.pop(exit_[0], None)
+            memory = None if task is None else self.oom.evidence(*exit_)
+            if (reaped := reaping.reap(exit_[0])) is not None and task is not None:
+                self._on_exit(task, *reaped, memory)
+            elif reaped is not None:
+                self.warm.pool.reaped(exit_[0], reaped[0])
 
-    def _on_exit(self, task: TaskProcess, status: int) -> None:
+    def _on_exit(self, task: TaskProcess, status: int, peak_rss: int | None,
+                 memory: MemoryEvidence | None) -> None:
         reaped_at = time.time()
         task.mark_exited(status)
         self.relay(task, task.drain)  # everything it wrote before dying, before the exit
         for notice in task.notices(time.monotonic(), force=True):
             self.outbox.put(notice)
-        self.outbox.put(task.exited(status, reaped_at))
+        self.outbox.put(task.exited(status, reaped_at, peak_rss, memory))
         self.teardown.poke()  # the last one may have gone: look now, not at the next poll
 
     def on_command_input(self) -> None:
@@ -316,6 +314,7 @@ class Agent:
 
     def _heartbeat(self) -> Heartbeat:
         usage = {name: got for name, task in self.tasks.items() if (got := task.usage())}
+        self.oom.sample(u.pid for u in usage.values())
         return host_memory.heartbeat(time.time(), usage, self.warm.spares_rss_bytes())
 
     def _timeout(self) -> float:

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 import psutil
 
 from worker.agent import process_tree
+from worker.agent.cpu_time import RunQueueWait
 from worker.agent.lines import LineBuffer
+from worker.agent.oom_evidence import MemoryEvidence
 from worker.agent.output_budget import MIB, RATE_BYTES_S, OutputBudget, drop_notice
 from worker.wire import env
 from worker.wire.module_start import as_module_argv
@@ -92,6 +94,7 @@ class TaskProcess:
         self._stderr_tail: deque[bytes] = deque(maxlen=STDERR_TAIL_LINES)
         self._popen: subprocess.Popen[bytes] | None = None
         self._usage: psutil.Process | None = None
+        self._waits: RunQueueWait | None = None
 
     @property
     def running(self) -> bool:
@@ -253,8 +256,10 @@ class TaskProcess:
             # We reaped it ourselves; keep Popen from waiting on a pid that may be reused.
             self._popen.returncode = os.waitstatus_to_exitcode(status)
 
-    def exited(self, status: int, ts: float) -> Exited:
-        """The exit message for wait status ``status``, reaped at ``ts``."""
+    def exited(self, status: int, ts: float, peak_rss_bytes: int | None = None,
+               memory: MemoryEvidence | None = None) -> Exited:
+        """The exit message for wait status ``status``, reaped at ``ts``; ``memory``: what the
+        kernel said of a SIGKILL (:mod:`worker.agent.oom_evidence`)."""
         code = os.waitstatus_to_exitcode(status)
         return Exited(
             task=self.task,
@@ -263,6 +268,9 @@ class TaskProcess:
             signal=process_tree.signal_name(-code) if code < 0 else None,
             traceback=self.traceback,
             stderr_tail=[_text(raw) for raw in self._stderr_tail],
+            peak_rss_bytes=peak_rss_bytes,
+            oom_killed=None if memory is None else memory.oom_killed,
+            memory_limit_bytes=None if memory is None else memory.limit_bytes,
         )
 
     def send_signal(self, sig: signal.Signals) -> None:
@@ -279,16 +287,21 @@ class TaskProcess:
                 os.killpg(self.pid, sig)
 
     def usage(self) -> TaskUsage | None:
-        """CPU percent since the last call and RSS of the task's main process, sampled only while
-        it is :attr:`running` (so its pid names no one else)."""
+        """CPU percent since the last call, RSS, CPU time and run-queue wait of the task's main
+        process, sampled only while it is :attr:`running` (so its pid names no one else)."""
         if not self.running or self.pid is None:
             return None
         try:
             if self._usage is None:
                 self._usage = psutil.Process(self.pid)
+                self._waits = RunQueueWait(self.pid)
             with self._usage.oneshot():
+                times = self._usage.cpu_times()
                 return TaskUsage(pid=self.pid, cpu_percent=self._usage.cpu_percent(None),
-                                 rss_bytes=self._usage.memory_info().rss)
+                                 rss_bytes=self._usage.memory_info().rss,
+                                 cpu_seconds=round(times.user + times.system, 4),
+                                 wait_seconds=None if self._waits is None
+                                 else _rounded(self._waits.read()))
         except psutil.Error:
             return None
 
@@ -300,6 +313,12 @@ class TaskProcess:
     def close(self) -> None:
         for fd in list(self.fds):
             self.close_fd(fd)
+        if self._waits is not None:
+            self._waits.close()
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 4)
 
 
 def _text(raw: bytes) -> str:

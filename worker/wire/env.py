@@ -34,6 +34,15 @@ PREEMPTION_EXIT_CODE = 143
 #: platform but GCE (there: 143); ``restart.preemption_exit_codes`` lists both by default.
 TF_RESTART_EXIT_CODE = 42
 
+#: Exit code with which a task says "do not restart me": retrying cannot help (its input or
+#: configuration is wrong, it finished some other way). The job fails at once, whatever
+#: ``restart.max_restarts`` allows, and a Slurm job is not requeued. 78 is sysexits.h's
+#: ``EX_CONFIG``, in the 1-127 range Kubeflow's TFJob ``ExitCode`` policy treats as permanent,
+#: and no Python, shell or TensorFlow code of its own (1, 2, 42, 126, 127, 128+N).
+DO_NOT_RESTART_EXIT_CODE = 78
+#: Hands :data:`DO_NOT_RESTART_EXIT_CODE` to every task (``sys.exit(int(os.environ[...]))``).
+DO_NOT_RESTART = "TFCLUSTER_DO_NOT_RESTART_EXIT_CODE"
+
 #: How many training tasks (chief + workers) this attempt runs, and how many the spec asks for:
 #: with a host pool (``placement.min_workers``) an attempt may run smaller than the spec.
 NUM_WORKERS = "TFCLUSTER_NUM_WORKERS"

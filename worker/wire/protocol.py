@@ -219,6 +219,10 @@ class TaskUsage:
     pid: int
     cpu_percent: float
     rss_bytes: int
+    #: CPU time (user + system, all threads) and time waiting for a CPU (run-queue wait, all
+    #: threads) since it started, seconds; None where this host cannot tell.
+    cpu_seconds: float | None = None
+    wait_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,12 @@ class Exited(Message):
     traceback: str | None = None
     stderr_tail: list[str] = field(default_factory=list)
     error: str | None = None  # the task could not be started at all (e.g. no such program)
+    #: The most memory it ever had resident (``ru_maxrss``), bytes.
+    peak_rss_bytes: int | None = None
+    #: For a SIGKILL: whether the kernel's OOM killer made it (None: cannot tell), and the limit
+    #: of its memory cgroup (None: none; :mod:`worker.agent.oom_evidence`).
+    oom_killed: bool | None = None
+    memory_limit_bytes: int | None = None
 
 
 @dataclass(frozen=True)

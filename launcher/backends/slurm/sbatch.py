@@ -10,7 +10,9 @@ Slurm requeues by itself since the job has ``--requeue``) is forwarded too, and 
 When tfcluster exits with :data:`EXIT_REQUEUE_WITHOUT_NODES` it has written the nodes to avoid
 to :data:`EXCLUDE_FILE` in the run directory; the script then submits itself again with
 ``--exclude`` (a running job's excluded nodes cannot be changed, so this is a new job id that
-continues the same run directory).
+continues the same run directory). When tfcluster exits with
+:data:`~worker.wire.env.DO_NOT_RESTART_EXIT_CODE` (a task asked not to be restarted, and the job
+failed of it) the script neither requeues nor resubmits, even when Slurm asked it to stop.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from launcher.backends.slurm.commands import SlurmError, slurm_command
+from worker.wire.env import DO_NOT_RESTART_EXIT_CODE
 
 #: tfcluster's exit code when the job should run again without some nodes (EX_TEMPFAIL).
 EXIT_REQUEUE_WITHOUT_NODES = 75
@@ -89,7 +92,10 @@ def batch_script(request: BatchRequest) -> str:
         "pid=$!",
         'while wait "$pid"; rc=$?; kill -0 "$pid" 2>/dev/null; do :; done',
         'wait "$pid" 2>/dev/null; rc=$?',
-        'if [ "$stopped" = 1 ]; then',
+        f'if [ "$rc" = {DO_NOT_RESTART_EXIT_CODE} ]; then',
+        f'  echo "tfcluster: a task exited {DO_NOT_RESTART_EXIT_CODE} (do not restart);'
+        ' not requeueing job $SLURM_JOB_ID"',
+        'elif [ "$stopped" = 1 ]; then',
         '  echo "tfcluster: stopped by Slurm; requeueing job $SLURM_JOB_ID"',
         '  scontrol requeue "$SLURM_JOB_ID"',
         f'elif [ "$rc" = {EXIT_REQUEUE_WITHOUT_NODES} ] && [ -s "$run_dir/{EXCLUDE_FILE}" ]; then',

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from launcher.job.memory import MIB, MemoryReading, oom_note
+from launcher.job.memory import MIB, MemoryReading
 from launcher.job.straggler import StepRate, StragglerDetector, slowest
 from launcher.job.task_health import TaskHealthWatch
 from launcher.run.events import JobHealth, TaskMemoryHigh, TaskStraggling
@@ -87,25 +87,15 @@ def test_memory_high_against_a_limit_or_what_the_host_has_left() -> None:
     assert not MemoryReading(300 * MIB, None, 0.0).high(0.9, None)  # nothing known
 
 
-def test_oom_note_only_when_memory_was_high() -> None:
-    high = MemoryReading(300 * MIB, 10 * MIB, 0.0)
-    low = MemoryReading(30 * MIB, 8000 * MIB, 0.0)
-    note = oom_note(high, ratio=0.9, limit_bytes=None, warned=False)
-    assert note is not None and "out of memory" in note and "smaller" in note and "mixed" in note
-    assert oom_note(low, ratio=0.9, limit_bytes=None, warned=False) is None
-    assert oom_note(low, ratio=0.9, limit_bytes=None, warned=True) is not None
-    assert oom_note(None, ratio=0.9, limit_bytes=None, warned=True) is None
-
-
-def test_a_sigkill_with_an_oom_note_says_so_and_other_exits_do_not() -> None:
+def test_an_exit_with_a_memory_note_is_out_of_memory_and_without_one_is_not() -> None:
     killed = Exited(task="worker:1", ts=0.0, signal="SIGKILL")
     assert classify_exit(killed, restore_failed=None, reported_steps=True,
-                         oom_note="likely OOM") == (FailureKind.SIGNALLED, "likely OOM")
+                         memory_note="likely OOM") == (FailureKind.OUT_OF_MEMORY, "likely OOM")
     assert classify_exit(killed, restore_failed=None, reported_steps=True) == (
         FailureKind.SIGNALLED, None)
-    exited = Exited(task="worker:1", ts=0.0, exit_code=1)
-    assert classify_exit(exited, restore_failed=None, reported_steps=True,
-                         oom_note="likely OOM") == (FailureKind.EXITED, None)
+    preempted = Exited(task="worker:1", ts=0.0, exit_code=143)
+    assert classify_exit(preempted, restore_failed=None, reported_steps=True,
+                         memory_note="x")[0] is FailureKind.PREEMPTED
 
 
 # --- the watch, fed agent messages at scripted times ----------------------------------------
@@ -148,6 +138,9 @@ def test_the_watch_flags_the_slow_task_within_the_window() -> None:
     assert summary["slowest"] == "worker:2"
 
 
+KILLED = Exited(task="worker:0", ts=0.0, signal="SIGKILL")
+
+
 def heartbeat(rss_mib: int, available_mib: int = 8000) -> Heartbeat:
     return Heartbeat(ts=0.0, tasks={"worker:0": TaskUsage(pid=1, cpu_percent=99.0,
                                                           rss_bytes=rss_mib * MIB)},
@@ -163,7 +156,7 @@ def test_the_watch_warns_once_of_rising_memory_and_names_a_later_sigkill() -> No
     assert [(w.task, w.rss_bytes // MIB, w.limit_bytes) for w in warnings] == [
         ("worker:0", 250, 400 * MIB)]
     assert sum("running out of memory" in line for line in seen.lines) == 1
-    note = health.oom_note("worker:0")
+    note = health.memory_note(KILLED)
     assert note is not None and "RSS 350 MiB of a 400 MiB limit" in note
     assert health.summary()["tasks"]["worker:0"]["peak_rss_bytes"] == 350 * MIB
 
@@ -171,9 +164,9 @@ def test_the_watch_warns_once_of_rising_memory_and_names_a_later_sigkill() -> No
 def test_a_new_attempt_forgets_the_last_attempts_warning_and_rates() -> None:
     health, _ = watch(memory_limit_mib=400, memory_warn_ratio=0.5)
     health.observe(0, "h", heartbeat(300), 0.0)
-    assert health.oom_note("worker:0") is not None
+    assert health.memory_note(KILLED) is not None
     health.observe(1, "h", Started(task="worker:0", pid=2, ts=0.0), 1.0)
-    assert health.oom_note("worker:0") is None  # the last attempt's process is not this one
+    assert health.memory_note(KILLED) is None  # the last attempt's process is not this one
     health.observe(1, "h", heartbeat(20), 2.0)
-    assert health.oom_note("worker:0") is None
+    assert health.memory_note(KILLED) is None
     assert health.tasks["worker:0"].rate.step is None
