@@ -48,11 +48,12 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     session; see :mod:`tests.slurm.cluster`. Skipped with the reason when Slurm is not installed
     (``make sysdeps`` installs it) or the tests do not run as root."""
     from tests.slurm.cluster import SlurmUnavailable, create_cluster, require_slurm
+    from tests.support.tiers import skip_tier
 
     try:
         require_slurm()
     except SlurmUnavailable as exc:
-        pytest.skip(str(exc))
+        skip_tier(str(exc))
     cluster = create_cluster(nodes=4)
     try:
         yield cluster

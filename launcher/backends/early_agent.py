@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from worker.wire.env import without_own
 from worker.wire.module_start import agent_argv
+from worker.wire.safe_open import open_appending_bytes
 
 if TYPE_CHECKING:
     from worker.wire.protocol import Launch
@@ -89,7 +90,7 @@ class EarlyAgent:
         if python != self.python or proc.poll() is not None or proc.stderr is None:
             end_agent(proc)
             return None
-        log = log_path.open("ab")
+        log = open_appending_bytes(log_path)
         threading.Thread(target=_copy, args=(proc.stderr, log), name="agent-log",
                          daemon=True).start()
         return proc

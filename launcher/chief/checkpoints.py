@@ -25,6 +25,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from worker.wire.safe_open import UnsafeFileError, read_text
+
 STATE_FILE = "checkpoint"
 KERAS_CHIEF_DIR = "chief"
 WORKER_TEMP_PREFIX = "workertemp_"
@@ -45,13 +47,17 @@ _BYTE_MAX = 255
 #: An entry that cannot be decoded is quoted in the report up to this many characters.
 _SHOWN_ENTRY_CHARS = 200
 _SHARD = re.compile(r"\.data-(\d+)-of-(\d+)$")
+#: Most bytes of a ``checkpoint`` state file that are read (a line per checkpoint kept).
+MAX_STATE_BYTES = 16 * 1024 * 1024
 
 
 class CheckpointFS(Protocol):
     """The few file operations discovery and cleanup need (local or SFTP)."""
 
     def read_text(self, path: str) -> str | None:
-        """The file's text, or None when it does not exist or cannot be read."""
+        """The file's text (at most :data:`MAX_STATE_BYTES`), or None when it does not exist
+        or cannot be read; :class:`~worker.wire.safe_open.UnsafeFileError` when it is not a
+        regular file (a symlink, or a FIFO that would block the read forever)."""
 
     def listdir(self, path: str) -> list[str] | None:
         """Entry names, or None when the directory does not exist."""
@@ -67,8 +73,9 @@ class CheckpointFS(Protocol):
 class LocalFS:
     def read_text(self, path: str) -> str | None:
         try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                return handle.read()
+            return read_text(path, MAX_STATE_BYTES)
+        except UnsafeFileError:
+            raise
         except (OSError, ValueError):  # ValueError: a NUL in the path
             return None
 
@@ -215,7 +222,12 @@ def _candidates(fs: CheckpointFS, directory: str, names: list[str]
                 ) -> tuple[list[str], tuple[Skipped, ...]]:
     """Prefixes from the state file (newest first), then any other ``*.index`` by step; and the
     state file's entries that name no path."""
-    state = read_state(fs.read_text(posixpath.join(directory, STATE_FILE)) or "")
+    path = posixpath.join(directory, STATE_FILE)
+    try:
+        state = read_state(fs.read_text(path) or "")
+    except UnsafeFileError as exc:
+        state = StateEntries((), (Skipped(path, f"the state file is {exc.what}: not read (remove "
+                                                "it if it is not yours)"),))
     from_state = [p if posixpath.isabs(p) else posixpath.join(directory, p) for p in state.paths]
     on_disk = [posixpath.join(directory, n[: -len(".index")]) for n in names
                if n.endswith(".index")]

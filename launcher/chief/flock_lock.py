@@ -15,6 +15,7 @@ import fcntl
 import os
 
 from launcher.chief.lock import LOCK_NAME, Acquired, Busy, HolderRecord
+from worker.wire.safe_open import open_at, open_dir, truncate_ours
 
 #: Most bytes of a lock file that are read (a record is a few hundred).
 MAX_RECORD_BYTES = 64 * 1024
@@ -28,7 +29,7 @@ def _read(fd: int) -> str:
 
 def _is_file_at(fd: int, path: str) -> bool:
     try:
-        here = os.stat(path)
+        here = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
         return False
     mine = os.fstat(fd)
@@ -47,9 +48,19 @@ class FlockLockFile:
         self._fd: int | None = None
 
     def acquire(self, record: HolderRecord) -> Acquired | Busy:
+        """The lock file is opened as :mod:`worker.wire.safe_open` opens files in shared places:
+        a symlink, a FIFO, a hard link or another user's file at its name is refused
+        (:class:`~worker.wire.safe_open.UnsafeFileError`), never written through."""
         os.makedirs(self.directory, exist_ok=True)
+        dir_fd = open_dir(self.directory)
+        try:
+            return self._acquire(dir_fd, record)
+        finally:
+            os.close(dir_fd)
+
+    def _acquire(self, dir_fd: int, record: HolderRecord) -> Acquired | Busy:
         for _ in range(REOPEN_TRIES):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = open_at(dir_fd, LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644, display=self.path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -64,7 +75,7 @@ class FlockLockFile:
                 continue
             try:
                 stale = HolderRecord.parse(_read(fd))
-                os.ftruncate(fd, 0)
+                truncate_ours(fd, self.path)
                 os.pwrite(fd, record.to_json().encode(), 0)
                 os.fsync(fd)
             except BaseException:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Protocol
 
 from launcher.errors import TfclusterError
+from worker.wire.safe_open import UnsafeFileError
 
 #: The lock file's name inside the checkpoint directory (TensorFlow ignores files it did not write).
 LOCK_NAME = ".tfcluster.lock"
@@ -114,6 +115,9 @@ class CheckpointLockError(TfclusterError):
 
     def __init__(self, directory: str, exc: OSError) -> None:
         self.directory = directory
+        if isinstance(exc, UnsafeFileError):  # planted at its name: the one line says it all
+            super().__init__(str(exc))
+            return
         super().__init__(f"checkpoint dir {directory}: cannot create its lock file "
                          f"{LOCK_NAME}: {exc.strerror or exc} (choose a checkpoint.dir this "
                          "user can write to)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import posixpath
 import socket
+import stat
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,6 +33,7 @@ from launcher.chief.lock import (
     LockFile,
     process_alive,
 )
+from worker.wire.safe_open import UnsafeFileError, kind_of
 
 #: How often the coordinator renews a remote lock's heartbeat.
 HEARTBEAT_S = 10.0
@@ -59,6 +61,9 @@ class SftpAttributes(Protocol):
     @property
     def st_mtime(self) -> float | None: ...
 
+    @property
+    def st_mode(self) -> int | None: ...
+
 
 class SftpClient(Protocol):
     """The part of ``paramiko.SFTPClient`` the lock uses."""
@@ -72,6 +77,8 @@ class SftpClient(Protocol):
     def mkdir(self, path: str) -> None: ...
 
     def stat(self, path: str) -> SftpAttributes: ...
+
+    def lstat(self, path: str) -> SftpAttributes: ...
 
 
 class LockDir(Protocol):
@@ -97,7 +104,13 @@ class LockDir(Protocol):
 
 class SftpLockDir:
     """:class:`LockDir` over SFTP. SFTP servers report an exclusive create of an existing file as
-    a bare failure, so existence is checked when one fails."""
+    a bare failure, so existence is checked when one fails.
+
+    SFTP has no ``O_NOFOLLOW`` nor ``O_NONBLOCK``: before a lock file is read or rewritten, its
+    name is looked at with ``lstat`` and anything but a regular file (a symlink planted to a
+    victim's file, a FIFO that would block the server's open) is refused with
+    :class:`~worker.wire.safe_open.UnsafeFileError`. The exclusive create needs no look:
+    ``O_EXCL`` fails on any existing name, a symlink included."""
 
     def __init__(self, sftp: SftpClient) -> None:
         self.sftp = sftp
@@ -112,7 +125,16 @@ class SftpLockDir:
             raise
         return True
 
+    def _refuse_unless_regular(self, path: str, *, writing: bool) -> None:
+        try:
+            mode = self.sftp.lstat(path).st_mode
+        except FileNotFoundError:
+            return
+        if mode is not None and not stat.S_ISREG(mode):
+            raise UnsafeFileError(path, kind_of(mode), writing=writing)
+
     def read_text(self, path: str) -> str | None:
+        self._refuse_unless_regular(path, writing=False)
         try:
             with self.sftp.open(path, "r") as handle:
                 return handle.read().decode("utf-8", "replace")
@@ -124,6 +146,7 @@ class SftpLockDir:
             raise
 
     def write_text(self, path: str, text: str) -> None:
+        self._refuse_unless_regular(path, writing=True)
         with self.sftp.open(path, "w") as handle:
             handle.write(text.encode())
 

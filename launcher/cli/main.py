@@ -8,15 +8,16 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from launcher.cli.parser import build_parser
 from launcher.errors import TfclusterError, UsageError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from launcher.cli.verbs import COMMANDS
+    try:  # Ctrl-C while the parser is built or a verb imported is caught like any other
+        from launcher.cli import parser
 
-    try:
+        args = parser.build_parser().parse_args(argv)
+        from launcher.cli.verbs import COMMANDS
+
         return COMMANDS[args.verb](args)
     except KeyboardInterrupt:  # Ctrl-C before the job's own handler was installed: any task
         print("tfcluster: interrupted", file=sys.stderr)  # started early has been stopped

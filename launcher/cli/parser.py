@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: this machine's CPUs; 0: all at once)")
     local.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
                        help="command to run (after --)")
-    _run_options(local)
+    _run_options(local, remote=False)
 
     drill = verbs.add_parser(
         "drill", help="hurt a job on purpose (faults, or a drill file of scenarios); report",
@@ -132,7 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_submit(verbs)
 
-    check = verbs.add_parser("validate", help="check a spec; exit 2 listing every problem")
+    check = verbs.add_parser("validate", help="check a spec; exit 2 listing every problem",
+                             description="Check SPEC without starting or contacting anything: its "
+                             "YAML, every field (unknown ones with a did-you-mean), and the rules "
+                             "across them (one chief, known hosts, no port used twice). Exits 0 "
+                             "when it is valid, else 2 with one line per problem naming the "
+                             "field's path.")
     check.add_argument("spec", metavar="SPEC")
 
     ready = verbs.add_parser(
@@ -194,7 +199,9 @@ def _ssh_options(parser: argparse.ArgumentParser) -> None:
                         f"preflight (default {DEFAULT_CONNECT_TIMEOUT_S:g})")
 
 
-def _run_options(parser: argparse.ArgumentParser) -> None:
+def _run_options(parser: argparse.ArgumentParser, remote: bool = True) -> None:
+    """The options of every verb that runs a job; ``remote``: its hosts may be reached over SSH
+    (not so for ``local``, whose tasks all run on this machine)."""
     parser.add_argument("--run-dir", metavar="DIR",
                         help="where events.jsonl, task logs and summary.json go "
                         "(default runs/<job>-<timestamp>)")
@@ -203,4 +210,5 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true",
                         help="echo every task line, TensorFlow's start-up noise included, and "
                         "the survivors' output after a failure (the task logs always have all)")
-    _ssh_options(parser)
+    if remote:
+        _ssh_options(parser)

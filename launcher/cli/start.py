@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from launcher.backends.engine import EngineOptions
 from launcher.plan.planner import Planner
-from launcher.run.directory import RunDir, default_run_dir
+from launcher.run.directory import RunDir, new_run_dir
 from launcher.ssh.deadline import DEFAULT_CONNECT_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -54,11 +54,12 @@ def planner_for(spec: ClusterSpec, backend: Backend, run_dir: str, base_dir: str
 
 
 def fresh_run_dir(spec: ClusterSpec, args: argparse.Namespace) -> RunDir:
-    """The run directory of a new run: ``--run-dir``, or ``runs/<job>-<time>``."""
+    """The run directory of a new run: ``--run-dir``, or ``runs/<job>-<time>`` (created now, by
+    this run alone: runs started at the same moment each get their own)."""
     from launcher.run.stored_spec import stored_spec
 
-    return RunDir(Path(args.run_dir or default_run_dir(spec.name)).absolute(),
-                  stored_spec=stored_spec(spec, os.getcwd()))
+    path = Path(args.run_dir) if args.run_dir else new_run_dir(spec.name)
+    return RunDir(path.absolute(), stored_spec=stored_spec(spec, os.getcwd()))
 
 
 @dataclass

@@ -178,6 +178,8 @@ def _resume(args: argparse.Namespace, early: EarlyAgent) -> int:
 
     resumption = open_resume(Path(args.resume), given=_load_for_run(args) if args.spec else None,
                              checkpoint_dir=args.checkpoint_dir, run_dir_flag=args.run_dir)
+    for note in resumption.notes:
+        print(f"tfcluster: {note}", file=sys.stderr)
     if resumption.done is not None:
         print(f"tfcluster: {resumption.done}", file=sys.stderr)
         return 0
@@ -254,7 +256,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from launcher.output.browse import status_lines
+    from launcher.output.run_status import status_lines
 
     for line in status_lines(Path(args.run_dir)):
         print(line)

@@ -31,6 +31,10 @@ from launcher.run.directory import EVENTS_FILE
 from launcher.run.event_log import read_events
 from launcher.run.events import EventType, FaultInjected
 from launcher.spec.model import ClusterSpec
+from worker.wire.safe_open import open_appending_bytes, read_text, replace_file
+
+#: Most bytes of the coordinator's log that are searched for its --resume complaint.
+_MAX_LOG_BYTES = 16 * 1024 * 1024
 
 #: Every task must be gone this soon after the coordinator is SIGKILLed.
 TASKS_GONE_WITHIN_S = 5.0
@@ -46,7 +50,7 @@ class ChildRunner:
     python: str = sys.executable
 
     def start(self, args: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
-        with log.open("ab") as out:
+        with open_appending_bytes(log) as out:
             return subprocess.Popen([self.python, "-m", "launcher", *args], cwd=self.cwd,
                                     stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=False)
@@ -112,8 +116,8 @@ def run_with_coordinator_loss(child: ChildRunner, spec: ClusterSpec, run_dir: Pa
                               horizon: int) -> LossReport:
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_file = run_dir / "drill-spec.json"
-    spec_file.write_text(json.dumps(spec.model_dump(mode="json")))
-    spec_file.chmod(0o600)  # its env may hold secrets
+    # its env may hold secrets: readable by its owner only from the start
+    replace_file(spec_file, json.dumps(spec.model_dump(mode="json")).encode(), 0o600)
     args = ["drill", str(spec_file), "--in-child", "--seed", str(seed), "--random-horizon",
             str(horizon), "--run-dir", str(run_dir), "--quiet", *(f"--fault={f}" for f in in_job)]
     log = run_dir / "drill-coordinator.log"  # what the coordinator and its resume printed
@@ -153,7 +157,7 @@ def run_with_coordinator_loss(child: ChildRunner, spec: ClusterSpec, run_dir: Pa
                                f"{TASKS_GONE_WITHIN_S:g} s (killed by the drill)")
     resumed = child.start(["run", "--resume", str(run_dir), "--quiet"], log)
     report.resume_exit_code = report.exit_code = resumed.wait()
-    if report.resume_exit_code == 2 and "--resume" in log.read_text(errors="replace"):
+    if report.resume_exit_code == 2 and "--resume" in read_text(log, _MAX_LOG_BYTES):
         report.problems.append("tfcluster run --resume RUN_DIR is not available: see "
                                f"{log}")
     return report

@@ -13,6 +13,7 @@ import os
 import posixpath
 
 from launcher.chief.checkpoints import latest_checkpoint
+from worker.wire.safe_open import open_at, open_dir, truncate_ours
 
 
 def corrupt_latest(directory: str | None) -> str | None:
@@ -25,9 +26,22 @@ def corrupt_latest(directory: str | None) -> str | None:
         return None
     folder, base = posixpath.split(found.prefix)
     try:
-        for name in os.listdir(folder):
-            if name.startswith(base + ".data-"):
-                os.truncate(os.path.join(folder, name), 0)
-    except OSError:  # not writable here: the fault is not injected (and the drill says so)
+        dir_fd = open_dir(folder)
+        try:
+            for name in os.listdir(dir_fd):
+                if name.startswith(base + ".data-"):
+                    _truncate(dir_fd, name, posixpath.join(folder, name))
+        finally:
+            os.close(dir_fd)
+    except OSError:  # not writable here (or not a file of ours): the fault is not injected
         return None
     return found.prefix
+
+
+def _truncate(dir_fd: int, name: str, shown: str) -> None:
+    """Empty the shard ``name``: never through a symlink, never a file that is not ours."""
+    fd = open_at(dir_fd, name, os.O_WRONLY, display=shown)
+    try:
+        truncate_ours(fd, shown)
+    finally:
+        os.close(fd)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from launcher.drill import plot, report
 from launcher.drill.coordinator_loss import ChildRunner
-from launcher.drill.faults import Fault
+from launcher.drill.faults import Action, Fault
 from launcher.drill.host_loss import locate_losses
 from launcher.drill.session import (
     Plan,
@@ -26,8 +26,9 @@ from launcher.drill.session import (
 )
 from launcher.drill.suite import Scenario
 from launcher.drill.verdict import Baseline, baseline_of
-from launcher.errors import TfclusterError
+from launcher.errors import TfclusterError, UsageError
 from launcher.run.directory import EVENTS_FILE
+from launcher.spec.model import ClusterSpec
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,19 @@ def _baseline(request: DrillRequest, run_job: RunJob) -> Baseline | None:
     return found
 
 
+def refuse_unbounded_hangs(spec: ClusterSpec, faults: Sequence[Fault]) -> None:
+    """A ``stop`` fault (SIGSTOP: a hang) ends only by the hang deadline; without
+    ``health.hang_timeout_s`` the drill would never end. UsageError, before anything runs."""
+    stops = [str(f) for f in faults if f.action is Action.STOP]
+    if stops and spec.health.hang_timeout_s is None:
+        raise UsageError(f"tfcluster drill: {stops[0]} hangs a task, and only "
+                         "health.hang_timeout_s ends a hang, but the spec has none: set "
+                         "health.hang_timeout_s (e.g. 60) for this drill")
+
+
 def run_drill(request: DrillRequest, run_job: RunJob, child: ChildRunner) -> int:
     for scenario in request.scenarios:  # refuse what cannot be done here, before any run
+        refuse_unbounded_hangs(request.plan.spec, scenario.faults)
         partition_links(request.plan.spec, scenario.faults)
         locate_losses(request.plan.spec, scenario.faults)
     request.run_dir.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from launcher.drill.figures import FaultFigures
 from launcher.drill.session import ScenarioResult
 from launcher.drill.task_recovery import CHIEF_TASK
 from launcher.drill.verdict import Baseline
+from worker.wire.safe_open import replace_file
 
 COLUMNS = ("scenario", "outcome", "detection", "teardown", "recovery", "steps lost", "restarts",
            "result")
@@ -113,7 +114,7 @@ def write(run_dir: Path, results: Sequence[ScenarioResult], *, seed: int,
         "scenarios": [r.to_dict() for r in results],
         "picture": None if picture is None else str(picture),
     }
-    (run_dir / "drill.json").write_text(json.dumps(data, indent=2) + "\n")
+    replace_file(run_dir / "drill.json", (json.dumps(data, indent=2) + "\n").encode(), 0o644)
     lines = ["# Drill report", "", f"seed {seed}; {_baseline_line(baseline)}", "",
              *table(results), ""]
     for result in results:
@@ -125,4 +126,4 @@ def write(run_dir: Path, results: Sequence[ScenarioResult], *, seed: int,
         lines += ["", "## Problems", "", *(f"- {p}" for p in found)]
     if picture is not None:
         lines += ["", f"![steps against time]({picture.name})"]
-    (run_dir / "drill.md").write_text("\n".join(lines) + "\n")
+    replace_file(run_dir / "drill.md", ("\n".join(lines) + "\n").encode(), 0o644)

@@ -28,6 +28,7 @@ from typing import Any
 
 from launcher.run.directory import SUMMARY_FILE
 from launcher.run.pool_events import AttemptPlaced
+from worker.wire.safe_open import open_reading
 from worker.wire.tfconfig import TaskId, checkpoint_writer
 
 _RESULT = re.compile(r"^(?:weights_sha256=(\S+)|tfcluster-result:\s*(.+?))\s*$", re.MULTILINE)
@@ -46,7 +47,11 @@ def final_result(run_dir: Path) -> str | None:
     last = max(attempts)[1]
     values = set()
     for log in sorted(last.glob("*.log")):
-        found = _RESULT.findall(log.read_text(encoding="utf-8", errors="replace"))
+        try:  # a regular file: not through a symlink a task planted, never a FIFO
+            with open_reading(log) as handle:
+                found = _RESULT.findall(handle.read().decode("utf-8", "replace"))
+        except OSError:
+            continue
         if found:
             sha, line = found[-1]
             values.add(f"weights_sha256={sha}" if sha else line)
@@ -57,7 +62,7 @@ def final_step(run_dir: Path) -> int | None:
     """The last step the chief (worker 0 without one) reported, from the run's ``summary.json``
     (its ``health`` section); None when the run has no such file or the task reported no step."""
     try:
-        with (run_dir / SUMMARY_FILE).open("rb") as handle:
+        with open_reading(run_dir / SUMMARY_FILE) as handle:
             summary = json.loads(handle.read(_MAX_SUMMARY_BYTES))
         tasks = summary["health"]["tasks"]
         names = {TaskId.parse(str(name)): name for name in tasks}

@@ -28,6 +28,7 @@ from launcher.job.failure_log import FailureLog
 from launcher.job.health import HealthIssue, HealthMonitor
 from launcher.job.hooks import AttemptHooks
 from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt, Resize
+from launcher.job.stall import StallWatch
 from launcher.job.state import JobState
 from launcher.job.task_health import TaskHealthWatch
 from launcher.job.task_reports import handle_report
@@ -82,7 +83,7 @@ class AttemptRunner:
         self.console, self.emit, self.warn = console, emit, console.warn
         self._phase, self.hooks = phase, hooks
         self.watch = watch  # per-task figures, stragglers, memory, metrics
-        self.clock = clock
+        self.clock, self.stall = clock, StallWatch(IDLE_WAKE_S)  # stall: we were stopped (Ctrl-Z)
         self.tasks = TaskTable(launch_plan.tasks)
         #: Masks secrets (the job's own secret values, credential patterns) in all it records.
         self.redact = Redactor.for_envs(task.env for task in launch_plan.tasks)
@@ -267,7 +268,7 @@ class AttemptRunner:
         self.health.progress(message.task, message.step, received_at)
         if due:
             self.emit(TaskProgress(self.attempt, task=message.task, step=message.step,
-                                   metrics=message.metrics, first=first))
+                                   metrics={}, first=first))  # metrics.jsonl keeps the metrics
         # MWMS tasks run in lock-step: tasks that begin at different steps restored different
         # checkpoints, and the collectives will fail
         if first and (firsts := self.tasks.start_steps()) is not None:
@@ -311,8 +312,7 @@ class AttemptRunner:
     # --- health ------------------------------------------------------------------------------
 
     def _check_health(self) -> None:
-        issues = self.health.check(self.clock())
-        if not issues:
+        if not (issues := self.health.check(self.clock(), self.stall.gap())):
             return
         for issue in issues:
             if issue.kind is FailureKind.LOST_HOST:

@@ -189,7 +189,8 @@ class Coordinator:
                            sections={**self.watch.close(),
                                      **self.session.summary(result.attempts),
                                      **(self.keeper.summary() if self.keeper else {}),
-                                     **(self.single.summary() if self.single else {})})
+                                     **(self.single.summary() if self.single else {}),
+                                     **({"events": self.events.summary()} if self.events else {})})
 
     def _run_dir_broke(self, exc: OSError, started: float) -> RunDirError:
         """The run directory failed mid-job; the attempt's agents were closed on the way out (every

@@ -25,7 +25,12 @@ from collections.abc import Sequence
 
 from launcher.run.failures import STORED_TRACEBACK_CHARS, FailureKind, TaskFailure, clip_line, last_lines
 from launcher.run.noise import explains_nothing
-from launcher.run.outcome import AppliedRule, AttemptResult, AttemptStatus
+from launcher.run.outcome import (
+    AppliedRule,
+    AttemptResult,
+    AttemptStatus,
+    after_unsaved_preemptions,
+)
 from launcher.spec.failure_rules import PATTERN_FLAGS, FailureRule, RuleAction, RuleMatch
 from worker.wire import env
 
@@ -144,7 +149,10 @@ def before_any_step(result: AttemptResult, earlier: Sequence[AttemptResult]) -> 
 def judged(result: AttemptResult, earlier: Sequence[AttemptResult],
            rules: Sequence[FailureRule]) -> AttemptResult:
     """``result`` (a finished attempt after ``earlier``) with the rule that matched its root cause
-    (:attr:`AttemptResult.rule`); unchanged if it did not fail, or no rule matched."""
+    (:attr:`AttemptResult.rule`) and the unsaved preemptions before it
+    (:func:`~launcher.run.outcome.after_unsaved_preemptions`); unchanged if it did not fail, or no
+    rule matched."""
+    result = after_unsaved_preemptions(result, earlier)
     cause = result.root_cause
     if result.status is not AttemptStatus.FAILED or cause is None or result.gave_up is not None:
         return result

@@ -125,13 +125,25 @@ class HealthMonitor:
         self._bound = min((deadline for deadline, _ in found), default=math.inf)
         return found
 
-    def check(self, now: float) -> list[HealthIssue]:
-        """Issues whose deadline has passed, the longest-standing first."""
+    def check(self, now: float, stalled_s: float = 0.0) -> list[HealthIssue]:
+        """Issues whose deadline has passed, the longest-standing first. ``stalled_s``: how long
+        the coordinator itself just did not run (:mod:`launcher.job.stall`); every deadline moves
+        on by as much first, since nobody else is to blame for that silence."""
+        if stalled_s > 0:
+            self._pause(stalled_s)
         self._latest = max(self._latest, now)
         if now < self._bound:
             return []
         due = [issue for deadline, issue in self._scan() if deadline <= now]
         return sorted(due, key=lambda issue: issue.since)
+
+    def _pause(self, seconds: float) -> None:
+        self.hosts = {host: seen + seconds for host, seen in self.hosts.items()}
+        for task in self.tasks.values():
+            task.started_at += seconds
+            if task.step_changed_at is not None:
+                task.step_changed_at += seconds
+        self._bound = -math.inf
 
     def next_deadline(self) -> float | None:
         """When to call :meth:`check` next: the earliest deadline, or a time before it."""

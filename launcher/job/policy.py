@@ -201,4 +201,8 @@ def decide(history: Sequence[AttemptResult], restart: RestartSpec,
         cause = last.root_cause
         code = cause.exit_code if cause is not None else None
         prefix = f"exit {code} but no new checkpoint: counted as a failure"
+        if last.preemption_notice is not None:  # the notice no longer excuses it
+            prefix = (f"exit {code} after a preemption notice, but the last "
+                      f"{last.unsaved_preemptions_before + 1} preemptions in a row saved no newer "
+                      "checkpoint: counted as a failure")
     return _charged_restart(history, restart, prefix)

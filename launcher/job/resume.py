@@ -23,7 +23,7 @@ as resuming it would only repeat the failure.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,13 +31,16 @@ from typing import Any
 from launcher.errors import UsageError
 from launcher.job.failure_rules import judged_history
 from launcher.job.policy import restarts_used
+from launcher.job.resume_workdir import check_workdir
 from launcher.plan.placement import absolute
 from launcher.plan.planner import LaunchPlan, Planner, ResumePoint
-from launcher.run.directory import RunDir, RunDirError
-from launcher.run.event_log import read_events
+from launcher.run.directory import NEW_RUN, RunDir, RunDirError
+from launcher.run.event_lines import EventLineError, EventLines
 from launcher.run.events import Event, EventType, JobResumed
 from launcher.run.failures import FailureKind, TaskFailure
+from launcher.run.from_json import RecordError
 from launcher.run.outcome import AttemptResult, AttemptStatus
+from launcher.run.record_fields import FieldError, Fields, integer
 from launcher.run.stored_spec import STORED_SPEC_FORMAT
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
@@ -108,6 +111,8 @@ class Resumption:
     base_dir: str
     start: StartingPoint
     done: str | None = None
+    #: What the user is told before the resume goes on (torn lines of events.jsonl skipped).
+    notes: tuple[str, ...] = ()
 
     def headline(self) -> str:
         """One line saying what the resume is about to do."""
@@ -190,8 +195,9 @@ class PastRun:
     resume_from: ResumePoint | None = None
 
 
-def attempts_from_events(events: Sequence[Mapping[str, Any]], has_checkpoints: bool) -> PastRun:
-    """Rebuild the attempts of a run (of every coordinator that used its directory so far)."""
+def attempts_from_events(events: Iterable[Mapping[str, Any]], has_checkpoints: bool) -> PastRun:
+    """Rebuild the attempts of a run (of every coordinator that used its directory so far) from
+    its records, each checked against its event type (:func:`checked`)."""
     attempts: dict[int, _Attempt] = {}
     announced = 0  # the attempt the last job_restarting said comes next
     ended, reason, stop_signal = "lost", "", None
@@ -249,7 +255,7 @@ def _stored(run_dir: RunDir) -> tuple[ClusterSpec, str]:
     source = str(run_dir.spec_file)
     if record.get("format") != STORED_SPEC_FORMAT or not isinstance(record.get("base_dir"), str):
         raise RunDirError(run_dir.path, f"{run_dir.spec_file.name} is not a spec stored by this "
-                          "tfcluster (unknown format); start a new run")
+                          f"tfcluster (unknown format); {NEW_RUN}")
     return spec_from_dict(record.get("spec"), source=source), record["base_dir"]
 
 
@@ -285,11 +291,14 @@ def open_resume(path: Path, *, given: ClusterSpec | None = None, checkpoint_dir:
     spec, base_dir = _stored(run_dir)
     _check_agrees(path, spec, base_dir, given=given, checkpoint_dir=checkpoint_dir,
                   run_dir_flag=run_dir_flag)
+    lines = EventLines(run_dir.events)
     try:
-        past = attempts_from_events(read_events(run_dir.events), spec.checkpoint is not None)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RunDirError(path, f"events.jsonl cannot be read back ({exc}); the run cannot be "
-                          "resumed, start a new run") from exc
+        past = attempts_from_events(checked(lines), spec.checkpoint is not None)
+    except OSError as exc:
+        raise RunDirError.from_os_error(path, exc, f"while reading {lines.path.name}") from exc
+    except EventLineError as exc:
+        raise RunDirError(path, f"cannot be resumed: {exc} (correct or delete that line, then "
+                          "resume again)") from exc
     last = past.attempts[-1].attempt if past.attempts else None
     previous_end = {"lost": "was lost (no end recorded: killed, or its machine went down)",
                     "stopped": f"was stopped by {past.stop_signal}"}.get(past.ended, past.ended)
@@ -303,6 +312,40 @@ def open_resume(path: Path, *, given: ClusterSpec | None = None, checkpoint_dir:
                 f"to resume in {path}")
     elif past.ended == "failed":
         raise RunDirError(path, f"job {spec.name} failed (attempt {last}: {past.reason}); only a "
-                          "job whose coordinator died or was stopped can be resumed; start a "
-                          "new run")
-    return Resumption(path, spec, base_dir, start, done)
+                          f"job whose coordinator died or was stopped can be resumed; {NEW_RUN}")
+    if done is None:
+        check_workdir(path, spec, base_dir)
+    note = lines.torn_note()
+    return Resumption(path, spec, base_dir, start, done, notes=(note,) if note else ())
+
+
+def checked(lines: EventLines) -> Iterator[dict[str, Any]]:
+    """The records of ``lines``, each field :func:`attempts_from_events` reads checked: one of
+    the wrong type (or missing where it must be there) raises :class:`EventLineError` naming the
+    line and the field. Fields it does not read are not asked for (an older tfcluster wrote
+    fewer)."""
+    for number, record in lines:
+        try:
+            _check(Fields(record))
+        except (FieldError, RecordError) as exc:
+            raise EventLineError(lines.path, number, str(exc)) from None
+        yield record
+
+
+def _check(one: Fields) -> None:
+    one.ts()
+    required = one.kind in (EventType.ATTEMPT_STARTED, EventType.JOB_RESTARTING)
+    one.whole("attempt", required=required)
+    if one.kind == EventType.ATTEMPT_STARTED:
+        one.whole("resume_step"), one.string("resume_checkpoint")
+        for task, port in one.obj("ports").items():
+            if integer(port) is None:
+                raise FieldError(one.where(f"ports[{task!r}]"), "int", port)
+    elif one.kind == EventType.JOB_RESTARTING:
+        one.flag("counts_against_budget")
+    elif one.kind in (EventType.JOB_SUCCEEDED, EventType.JOB_FAILED):
+        one.string("reason")
+    elif one.kind in (EventType.TASK_PROGRESS, EventType.CHECKPOINT_FOUND):
+        one.whole("step")
+    elif one.kind == EventType.TASK_FAILED:
+        TaskFailure.from_dict(one.record)

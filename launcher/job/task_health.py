@@ -57,6 +57,7 @@ class _Task:
     started_at: float | None = None
     usage: UsageWindow = field(default_factory=UsageWindow)
     figures: Figures | None = None  # lock-step figures as last computed
+    last_figures: Figures | None = None  # the last it had (for the summary)
     attempt_peak_rss: int = 0  # of this attempt's process
     steps_per_s: float | None = None  # as last computed (None: not running, or no rate yet)
     last_steps_per_s: float | None = None  # the last rate it had (for the summary)
@@ -130,7 +131,8 @@ class TaskHealthWatch:
         if self.metrics is not None:
             self.metrics.report(Report(ts=message.ts, attempt=attempt, task=message.task,
                                        step=message.step, metrics=message.metrics,
-                                       restart=restart))
+                                       restart=restart, dropped_metrics=message.dropped_metrics,
+                                       replaced_reports=message.replaced_reports))
 
     def _heartbeat(self, attempt: int, host: str, message: Heartbeat, now: float) -> None:
         for name, usage in message.tasks.items():
@@ -209,6 +211,7 @@ class TaskHealthWatch:
         found = {}
         for name, state in self.tasks.items():
             state.figures = state.usage.figures() if state.running else None
+            state.last_figures = state.figures or state.last_figures
             settled = state.reported if reporting else (
                 state.started_at is not None and now - state.started_at >= LOCKSTEP_SETTLE_S)
             if state.figures is not None and settled and not name.startswith(f"{EVALUATOR}:"):
@@ -283,12 +286,20 @@ class TaskHealthWatch:
                              "cpu_percent_mean": None if not s.cpu_samples
                              else round(s.cpu_sum / s.cpu_samples, 1),
                              "rss_bytes": None if s.memory is None else s.memory.rss_bytes,
-                             "peak_rss_bytes": s.peak_rss_bytes or None}
+                             "peak_rss_bytes": s.peak_rss_bytes or None,
+                             **self._last_figures(s)}
                       for name, s in sorted(self.tasks.items())},
             "slowest": self.slowest,
             "stragglers": self.straggler_log,
             "memory_warnings": self.memory_log,
         }
+
+    @staticmethod
+    def _last_figures(state: _Task) -> dict[str, float | None]:
+        """The lock-step figures it last had (over the last window it ran)."""
+        last = state.last_figures
+        return {"cpu_cores": None if last is None else round(last.cpu, 3),
+                "wait_share": None if last is None else round(last.wait_share, 3)}
 
     def close(self) -> dict[str, Any]:
         """The summary sections (``health``, ``metrics``), the metrics written out first."""

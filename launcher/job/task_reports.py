@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from launcher.job.tasks import TaskTable
-from launcher.output.console import Console
+from launcher.output.console import Console, printable
 from launcher.run.events import Event, ModelExported, TaskPreempted
 from worker.wire.protocol import TaskReport
 from worker.wire.reports import ReportKind
@@ -21,11 +21,11 @@ def handle_report(message: TaskReport, attempt: int, *, tasks: TaskTable, bad: s
         checkpoint = str(message.data.get("checkpoint", ""))
         tasks[message.task].restore_failed = checkpoint
         bad.add(checkpoint)
-        console.warn(redact(f"{message.task} could not restore {checkpoint}: "
-                            f"{message.data.get('error', '')}"))
+        console.warn(printable(redact(f"{message.task} could not restore {checkpoint}: "
+                                      f"{message.data.get('error', '')}")))
     elif message.kind == ReportKind.PREEMPTED:
         emit(TaskPreempted(attempt, task=message.task, step=message.data.get("step")))
     elif message.kind == ReportKind.EXPORTED:
         emit(ModelExported.from_report(attempt, message.task, message.data))
     elif message.kind != ReportKind.READY:
-        console.say(redact(f"{message.task} reported {message.kind}: {message.data}"))
+        console.say(printable(redact(f"{message.task} reported {message.kind}: {message.data}")))

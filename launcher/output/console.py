@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +34,29 @@ _RESET = "\033[0m"
 MAX_LINE_CHARS = 1000
 #: How long ``tfcluster run`` holds task output back (see :mod:`launcher.output.held`).
 HOLD_S = 0.5
+
+
+#: Control characters (C0 but tab, DEL, C1): shown escaped where a line must not drive the terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+#: An escape sequence cut short at the end of a line (CSI or OSC without its final byte).
+_CUT_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*|\][^\x07\x1b]*|[ -/]*)?$")
+
+
+def printable(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``text`` as one line that cannot drive the terminal: control characters (ESC, CR, a
+    newline) shown escaped as Python writes them, and cut at ``limit`` characters (the cut said)."""
+    text = _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+    return text if len(text) <= limit else \
+        f"{text[:limit]}\u2026 [{len(text) - limit} more characters]"
+
+
+def _cut(line: str) -> str:
+    """A task line longer than :data:`MAX_LINE_CHARS`, cut there: an escape sequence the cut
+    splits is left out, and the colours the task set are reset after it."""
+    kept = _CUT_ESCAPE.sub("", line[:MAX_LINE_CHARS])
+    reset = _RESET if "\x1b" in kept else ""
+    return (f"{kept}{reset}\u2026 [{len(line) - MAX_LINE_CHARS} more characters in the task "
+            "log]")
 
 
 def _wants_colour(stream: TextIO) -> bool:
@@ -106,8 +130,7 @@ class Console:
                 self.noise_lines += 1
             return
         if len(line) > MAX_LINE_CHARS:
-            line = (f"{line[:MAX_LINE_CHARS]}\u2026 [{len(line) - MAX_LINE_CHARS} more "
-                    "characters in the task log]")
+            line = _cut(line)
         self._held.add(task, line)
 
     def failure_report(self, report: str) -> None:

@@ -10,20 +10,32 @@ points are placed at the steps it reports. When a task's first report of a later
 S, a ``SessionLog.START`` at S is written first: TensorBoard then drops the points of the earlier
 attempt from S on (the steps it ran past its last checkpoint, which the new attempt redoes), as it
 does for a TensorFlow job that restarts. Not thread-safe: one thread (the metrics writer) uses it.
+
+The run directory is a shared place (every task can write it): an event file is created afresh
+(``O_EXCL``, :func:`worker.wire.safe_open.create_new`) in a directory opened without following a
+symlink, never through a name planted at it (tensorboardX's own ``EventsWriter`` opens its
+predictable name with ``open(path, "wb")``, which would truncate whatever file it points to).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import socket
+import struct
+import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from worker.wire.safe_open import create_new, make_dirs
 from worker.wire.tfconfig import TaskId, TFConfigError
 
 TENSORBOARD_DIR = "tensorboard"
 #: The run that holds job-level figures (steps/s).
 JOB_RUN = "job"
+#: How many names an event file tries when one is taken (two writers in the same second).
+_NAME_TRIES = 100
 
 
 def run_name(task: str) -> str:
@@ -38,9 +50,54 @@ def scalar_values(metrics: Mapping[str, Any]) -> dict[str, float]:
     """The metrics TensorBoard can plot: finite numbers (booleans count as 0/1)."""
     found = {}
     for name, value in metrics.items():
-        if isinstance(value, int | float) and math.isfinite(float(value)):
-            found[str(name)] = float(value)
+        if not isinstance(value, int | float):
+            continue
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float: kept in metrics.jsonl only
+            continue
+        if math.isfinite(number):
+            found[str(name)] = number
     return found
+
+
+class EventFile:
+    """One TensorBoard event file (TFRecord framing of ``Event`` protobufs), created afresh in
+    ``directory``; the methods of tensorboardX's ``EventsWriter`` that :class:`TensorBoardWriter`
+    uses."""
+
+    def __init__(self, directory: str) -> None:
+        from tensorboardX.proto.event_pb2 import Event  # type: ignore[import-untyped]
+
+        stem = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
+        self._file = self._create(directory, stem)
+        self.write_event(Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    @staticmethod
+    def _create(directory: str, stem: str) -> BinaryIO:
+        for attempt in range(_NAME_TRIES):
+            name = stem if attempt == 0 else f"{stem}.{attempt}"
+            try:
+                return create_new(os.path.join(directory, name))
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"{directory}: {_NAME_TRIES} event files named {stem}* exist")
+
+    def write_event(self, event: Any) -> None:
+        from tensorboardX.record_writer import masked_crc32c  # type: ignore[import-untyped]
+
+        data = event.SerializeToString()
+        header = struct.pack("Q", len(data))
+        self._file.write(header + struct.pack("I", masked_crc32c(header)) + data
+                         + struct.pack("I", masked_crc32c(data)))
+
+    def flush(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self.flush()
+        self._file.close()
 
 
 class TensorBoardWriter:
@@ -65,11 +122,9 @@ class TensorBoardWriter:
     def _writer(self, run: str) -> Any:
         writer = self._writers.get(run)
         if writer is None:
-            from tensorboardX.event_file_writer import EventsWriter
-
-            directory = self.root / run
-            directory.mkdir(parents=True, exist_ok=True)
-            writer = self._writers[run] = EventsWriter(str(directory / "events"))
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            directory = make_dirs(self.root.parent, self.root.name, run)
+            writer = self._writers[run] = EventFile(directory)
         return writer
 
     def scalars(self, run: str, step: int, values: Mapping[str, float], wall_time: float) -> None:

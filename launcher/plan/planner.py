@@ -28,6 +28,7 @@ from launcher.plan.pool import HostPool
 from launcher.spec.entrypoint import EntrypointSpec
 from launcher.spec.model import ClusterSpec
 from worker.wire import env
+from worker.wire.process_mark import process_mark
 from worker.wire.protocol import Launch, TaskLaunch
 from worker.wire.tfconfig import (
     TRAINING_TYPES,
@@ -140,6 +141,7 @@ class LaunchPlan:
                       grace_period_s=self.grace_period_s,
                       coordinator_timeout_s=self.heartbeat_timeout_s,
                       process_table=self.process_table(host),
+                      process_mark=process_mark(self.run_dir, host.name) if self.run_dir else None,
                       preload=None if self.preload is None else list(self.preload),
                       spare_fill_delay_s=self.spare_fill_delay_s,
                       startup_concurrency=self.startup_concurrency)

@@ -21,11 +21,13 @@ import fcntl
 import os
 import random
 import socket
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from launcher.errors import TfclusterError
+from worker.wire.safe_open import UnsafeFileError, kind_of, open_file
 
 _EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 _DEFAULT_EPHEMERAL = (32768, 60999)
@@ -93,6 +95,17 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def _refuse_unless_own_dir(path: Path) -> None:
+    """The lock directory is in a shared place (``/tmp``): it must be a directory of this user
+    that not everyone can write, not a symlink nor a directory someone planted at its name."""
+    info = os.stat(path, follow_symlinks=False)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeFileError(str(path), kind_of(info.st_mode), writing=True)
+    if info.st_uid != os.geteuid() or info.st_mode & stat.S_IWOTH:
+        raise UnsafeFileError(str(path), f"a directory others can write (uid {info.st_uid}, "
+                              f"mode {stat.S_IMODE(info.st_mode):o})", writing=True)
+
+
 class PortAllocator:
     """Hands out ports and holds their locks until :meth:`release` / :meth:`close`."""
 
@@ -111,7 +124,8 @@ class PortAllocator:
         if count > span:
             raise PortExhaustedError(count, self.low, self.high)
         try:
-            self.lock_dir.mkdir(parents=True, exist_ok=True)
+            self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _refuse_unless_own_dir(self.lock_dir)
         except OSError as exc:
             raise PortLockError(self.lock_dir, exc) from None
         start = random.randrange(span)
@@ -141,7 +155,7 @@ class PortAllocator:
 
     def _lock(self, port: int) -> int | None:
         try:
-            fd = os.open(self.lock_dir / f"{port}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            fd = open_file(self.lock_dir / f"{port}.lock", os.O_CREAT | os.O_RDWR, 0o600)
         except OSError as exc:
             raise PortLockError(self.lock_dir, exc) from None
         try:

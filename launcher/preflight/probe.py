@@ -33,7 +33,7 @@ MARKER_PREFIX = ".tfcluster-preflight-"
 #: failing obscurely. It first takes the workdir off ``sys.path`` as the agent and the tasks do
 #: (``CWD_RULE``), so that it finds the ``worker`` they will import.
 PROBE = CWD_RULE + r"""
-import json, os, socket, sys
+import json, os, socket, stat, sys
 request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable}
 try:
@@ -83,11 +83,17 @@ if marker:
         if marker["role"] == "write":
             if not os.path.isdir(directory):
                 os.makedirs(directory)
-            with open(path, "w") as handle:
+            # a fresh file, never through a name planted in the shared directory
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as handle:
                 handle.write(token)
         else:
-            with open(path) as handle:
-                if handle.read() != token:
+            # a FIFO planted at its name must not block the probe: O_NONBLOCK, then a type check
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError("marker is not a regular file")
+                if handle.read(len(token) + 1).decode("ascii", "replace") != token:
                     raise OSError("marker differs")
         if os.access(directory, os.W_OK):
             out["marker"] = "ok"

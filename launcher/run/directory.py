@@ -28,6 +28,15 @@ from typing import Any
 
 from launcher.errors import TfclusterError
 from launcher.layout import AGENTS_DIR
+from launcher.run import json_text
+from worker.wire.safe_open import (
+    UnsafeFileError,
+    open_file,
+    open_reading,
+    refuse_unless_regular,
+    replace_file,
+    truncate_ours,
+)
 from worker.wire.tfconfig import TaskId
 
 EVENTS_FILE = "events.jsonl"
@@ -38,6 +47,10 @@ SPEC_FILE = "spec.json"
 LOCK_FILE = ".tfcluster-run.lock"
 #: Most bytes of ``spec.json`` that are read back (a spec is bounded well below this).
 MAX_SPEC_BYTES = 64 * 1024 * 1024
+#: What to do about a run that cannot be resumed: never a plain "start a new run", which would
+#: start at step 0 in the same checkpoint directory and write over the checkpoints kept there.
+NEW_RUN = ("start a new run with a checkpoint directory of its own (--checkpoint-dir: a new run "
+           "starts at step 0 and would write over this run's checkpoints)")
 #: How much of an existing ``events.jsonl`` is read to name the run it holds.
 _FIRST_LINE_BYTES = 64 * 1024
 
@@ -67,6 +80,8 @@ class RunDirError(TfclusterError):
     @classmethod
     def from_os_error(cls, path: Path, exc: OSError, doing: str = "") -> RunDirError:
         """``exc`` in words; ``doing`` (e.g. "while writing events.jsonl") says when it happened."""
+        if isinstance(exc, UnsafeFileError):  # planted at its name: the one line says it all
+            return cls(path, exc.message)
         problem, hint = _ADVICE.get(exc.errno or 0, (
             exc.strerror or str(exc), "check the directory or choose another --run-dir"))
         return cls(path, f"{problem}{' ' + doing if doing else ''} ({hint})")
@@ -104,11 +119,38 @@ def default_run_dir(job: str, base: str = "runs", now: float | None = None) -> P
     return candidate
 
 
+#: How many ``-N`` suffixes :func:`new_run_dir` tries in one second before it gives up.
+MAX_NAME_SUFFIX = 1000
+
+
+def new_run_dir(job: str, base: str = "runs", now: float | None = None) -> Path:
+    """A new, empty directory ``<base>/<job>-<YYYYmmdd-HHMMSS>`` (``-2``, ``-3``, ... when
+    taken), created here with ``mkdir``: runs that pick the same name at the same moment get one
+    each, since ``mkdir`` succeeds for one of them alone. Raises :class:`RunDirError`."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    root = Path(base)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError.from_os_error(root, exc) from exc
+    for suffix in range(1, MAX_NAME_SUFFIX + 1):
+        candidate = root / (f"{job}-{stamp}" if suffix == 1 else f"{job}-{stamp}-{suffix}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise RunDirError.from_os_error(candidate, exc) from exc
+        return candidate
+    raise RunDirError(root / f"{job}-{stamp}", f"{MAX_NAME_SUFFIX} runs of job {job} started "
+                      "in the same second (choose a --run-dir)")
+
+
 def _previous_run(events: Path) -> tuple[str | None, float | None]:
     """The job and start time named by an existing ``events.jsonl`` (None where unreadable)."""
     try:
-        with events.open(encoding="utf-8", errors="replace") as handle:
-            first = json.loads(handle.readline(_FIRST_LINE_BYTES))
+        with open_reading(events) as handle:
+            first = json.loads(handle.readline(_FIRST_LINE_BYTES).decode("utf-8", "replace"))
     except (OSError, ValueError):
         return None, None
     if not isinstance(first, dict):
@@ -129,7 +171,7 @@ class _Lock:
         """Lock ``path``; None once locked, else the pid the holder wrote into it (0: unknown)."""
         if self.fd is not None:
             return None
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = open_file(path, os.O_RDWR | os.O_CREAT, 0o644)  # never through a planted symlink
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -139,7 +181,11 @@ class _Lock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
+        try:
+            truncate_ours(fd, str(path))
+        except BaseException:
+            os.close(fd)
+            raise
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.fd = fd
         return None
@@ -174,6 +220,13 @@ class RunDir:
         """Refuse, before anything is created, a path that cannot be this run's directory (a
         file, or a directory holding another run; when resuming: anything but a run whose
         coordinator is gone and whose spec was kept). Raises :class:`RunDirError`."""
+        try:  # a name planted in it (a symlink to a victim's file): refused, never written through
+            for name in (EVENTS_FILE, LOCK_FILE):
+                refuse_unless_regular(self.path / name, writing=True)
+        except UnsafeFileError as exc:
+            raise RunDirError.from_os_error(self.path, exc) from exc
+        except OSError:  # NotADirectoryError and the like: said below
+            pass
         if self.resuming:
             self._check_resumable()
             return
@@ -191,18 +244,21 @@ class RunDir:
                               "run directory of the job to resume")
         if not self.spec_file.is_file():
             raise RunDirError(self.path, f"has no stored spec ({SPEC_FILE}: the run was started "
-                              "by a tfcluster without --resume), so it cannot be resumed; "
-                              "start a new run")
+                              f"by a tfcluster without --resume), so it cannot be resumed; {NEW_RUN}")
         self._lock_or_refuse()
         self.release()
 
-    def _lock_or_refuse(self) -> None:
+    def _lock_or_refuse(self, doing: str = f"while locking {LOCK_FILE}") -> None:
         try:
             holder = self._lock.take(self.path / LOCK_FILE)
         except OSError as exc:
-            raise RunDirError.from_os_error(self.path, exc, f"while locking {LOCK_FILE}") from exc
-        if holder is not None:
+            raise RunDirError.from_os_error(self.path, exc, doing) from exc
+        if holder is not None and self.resuming:
             raise RunDirLive(self.path, holder or None)
+        if holder is not None:  # a new run: the run in there is another one, not ours to stop
+            who = "another tfcluster" + (f" (pid {holder})" if holder else "")
+            raise RunDirError(self.path, f"{who} is using it right now (choose another "
+                              "--run-dir)")
 
     def release(self) -> None:
         """Let go of the directory's lock (safe to call more than once; a process that ends lets
@@ -212,33 +268,22 @@ class RunDir:
     def read_stored_spec(self) -> dict[str, Any]:
         """The record :meth:`create` wrote to ``spec.json``. Raises :class:`RunDirError`."""
         try:
-            with self.spec_file.open("rb") as handle:
+            with open_reading(self.spec_file) as handle:
                 data = json.loads(handle.read(MAX_SPEC_BYTES))
         except OSError as exc:
             raise RunDirError.from_os_error(self.path, exc, f"while reading {SPEC_FILE}") from exc
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
             raise RunDirError(self.path, f"{SPEC_FILE} is not valid JSON ({exc}); the run "
-                              "cannot be resumed, start a new run") from exc
+                              f"cannot be resumed, {NEW_RUN}") from exc
         if not isinstance(data, dict):
             raise RunDirError(self.path, f"{SPEC_FILE} does not hold a stored spec; the run "
-                              "cannot be resumed, start a new run")
+                              f"cannot be resumed, {NEW_RUN}")
         return data
 
     def _write_stored_spec(self, record: Mapping[str, Any]) -> None:
         """``spec.json``, readable by its owner only, replaced atomically."""
-        tmp = self.spec_file.with_suffix(".json.tmp")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(record, handle, indent=2, sort_keys=True)
-                handle.write("\n")
-            os.replace(tmp, self.spec_file)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+        replace_file(self.spec_file,
+                     (json_text.dumps(record, indent=2, sort_keys=True) + "\n").encode(), 0o600)
 
     def create(self) -> None:
         """Create the directory, this run's empty ``events.jsonl`` (exclusively: a run that
@@ -250,18 +295,22 @@ class RunDir:
             return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError.from_os_error(self.path, exc) from exc
+        # The lock first: a run creates events.jsonl only while it holds the lock, so an empty
+        # one found under the lock was left by a run that is gone, and removing it harms no one.
+        self._lock_or_refuse(doing="")  # the first file a new run creates in its directory
+        try:
             with contextlib.suppress(FileNotFoundError):
                 if not self._holds_a_run():
                     self.events.unlink()
-        except OSError as exc:
-            raise RunDirError.from_os_error(self.path, exc) from exc
-        try:
             self.events.open("x").close()
         except FileExistsError as exc:
+            self.release()
             raise RunDirInUse(self.path, *_previous_run(self.events)) from exc
         except OSError as exc:
+            self.release()
             raise RunDirError.from_os_error(self.path, exc) from exc
-        self._lock_or_refuse()
         if self.stored_spec is not None:
             try:
                 self._write_stored_spec(self.stored_spec)
@@ -305,11 +354,5 @@ class RunDir:
         """Replace ``summary.json`` atomically (its one writer: the sections others add go
         through :func:`launcher.run.summary.job_summary`); OSError if it cannot be written
         (then no partial file is left)."""
-        tmp = self.summary.with_suffix(".json.tmp")
-        try:
-            tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-            os.replace(tmp, self.summary)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+        replace_file(self.summary, (json_text.dumps(summary, indent=2, sort_keys=True) + "\n").encode(),
+                     0o644)

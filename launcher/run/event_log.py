@@ -1,18 +1,35 @@
 """``events.jsonl``: one JSON object per line, each with ``ts`` and ``event``; written by
 :class:`EventLog` alone, read back by :func:`read_events` (the records) and :func:`read_logged`
 (typed, :func:`launcher.run.events.parse`). What each event carries is :mod:`launcher.run.events`.
+
+The file is bounded: past :data:`MAX_EVENTS_BYTES` the routine events (progress, health figures)
+are no longer written, past :data:`RESERVE_BYTES` more only the job's end is; what was left out is
+counted by name and said in ``summary.json`` (``events``: :meth:`EventLog.summary`). Listeners hear
+every event either way. Reading streams, in bounded memory (:mod:`launcher.run.event_lines`).
 """
 
 from __future__ import annotations
 
-import json
+import collections
+import os
 import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TextIO
 
-from launcher.run.events import Event, Logged, parse
+from launcher.run.event_lines import EventLines
+from launcher.run.events import JOB_ENDS, Event, EventType, Logged, parse
+from launcher.run.json_text import dumps
+from worker.wire.safe_open import open_appending, open_reading
+
+#: ``events.jsonl`` takes routine events (:data:`ROUTINE`) up to this size...
+MAX_EVENTS_BYTES = 128 * 1024 * 1024
+#: ...and every other event up to this much more; then only the job's end.
+RESERVE_BYTES = 32 * 1024 * 1024
+#: The events that come at the rate tasks report, dropped first.
+ROUTINE = frozenset({EventType.TASK_PROGRESS.value, EventType.JOB_HEALTH.value,
+                     EventType.TASK_STRAGGLING.value, EventType.TASK_MEMORY_HIGH.value})
 
 #: Hears each record as it is written (the console, the live status, a drill's injector).
 Listener = Callable[[dict[str, Any]], None]
@@ -22,55 +39,76 @@ class EventLog:
     """Appends events to a file (flushed per line, so a crash loses nothing) and tells listeners.
     A write that fails raises its OSError naming the file; listeners hear only what was written."""
 
-    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time, *,
+                 max_bytes: int = MAX_EVENTS_BYTES, reserve_bytes: int = RESERVE_BYTES) -> None:
         self.path = path
         self._clock = clock
-        self._file: TextIO = path.open("a", encoding="utf-8")
+        self.max_bytes, self.reserve_bytes = max_bytes, reserve_bytes
+        self._file: TextIO = open_appending(path)  # never through a planted symlink
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
+        self.size = os.fstat(self._file.fileno()).st_size
+        #: Events not written, by name (the file reached its bound).
+        self.dropped: collections.Counter[str] = collections.Counter()
+        if self.size and not _ends_a_line(path):  # a crash cut the last line: end it, so that
+            self._write("\n")  # the next event is not glued to it (the torn line is skipped)
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
     def emit(self, event: Event) -> dict[str, Any]:
         record = {"ts": self._clock(), "event": event.event_name, **event.record()}
-        line = json.dumps(record, separators=(",", ":"), default=str)
+        line = dumps(record, separators=(",", ":"), default=str) + "\n"  # ASCII: chars are bytes
         with self._lock:
-            try:
-                self._file.write(line + "\n")
-                self._file.flush()
-            except OSError as exc:  # e.g. ENOSPC: name the file, which a write error does not
-                exc.filename = exc.filename or str(self.path)
-                raise
+            if self._fits(record["event"], len(line)):
+                self._write(line)
+            else:
+                self.dropped[record["event"]] += 1
         for listener in self._listeners:
             listener(record)
         return record
+
+    def _fits(self, name: str, size: int) -> bool:
+        room = self.max_bytes + (0 if name in ROUTINE else self.reserve_bytes) - self.size
+        return size <= room or name in JOB_ENDS
+
+    def _write(self, line: str) -> None:
+        try:
+            self._file.write(line)
+            self._file.flush()
+        except OSError as exc:  # e.g. ENOSPC: name the file, which a write error does not
+            exc.filename = exc.filename or str(self.path)
+            raise
+        self.size += len(line)
+
+    def summary(self) -> dict[str, Any]:
+        """``summary.json``'s ``events``: the file's size and bound, and the events left out."""
+        with self._lock:
+            return {"file": self.path.name, "bytes": self.size, "max_bytes": self.max_bytes,
+                    "dropped": dict(self.dropped)}
 
     def close(self) -> None:
         with self._lock:
             self._file.close()
 
 
+def _ends_a_line(path: Path) -> bool:
+    """Whether the file's last byte ends a line (True if it cannot be read: nothing to mend)."""
+    try:
+        with open_reading(path) as handle:
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) == b"\n"
+    except OSError:
+        return True
+
+
 def read_events(path: Path, *, torn_ok: bool = False) -> list[dict[str, Any]]:
-    """Every record of an ``events.jsonl``. A line that is not a JSON object with an ``event``
-    raises ValueError, unless ``torn_ok`` (a reader of a run that may still be writing, or
-    whose coordinator died mid-line): then it is skipped."""
-    found = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                if torn_ok:
-                    continue
-                raise
-            if isinstance(record, dict) and "event" in record:
-                found.append(record)
-            elif not torn_ok:
-                raise ValueError(f"{path}:{number}: not an event: {line[:80]!r}")
-    return found
+    """Every record of an ``events.jsonl``. A torn line (cut mid-write, NUL bytes: what a crash
+    leaves) is skipped; a line that is JSON but not an event raises
+    :class:`~launcher.run.event_lines.EventLineError` (a ValueError), unless ``torn_ok`` (a
+    reader of a run that may still be writing): then it is skipped too. Readers of a long run
+    iterate :class:`~launcher.run.event_lines.EventLines` instead: this holds them all."""
+    return [record for _, record in EventLines(path, lenient=torn_ok)]
 
 
 def read_logged(path: Path, *, torn_ok: bool = False,
@@ -80,7 +118,7 @@ def read_logged(path: Path, *, torn_ok: bool = False,
     and then a record that does not fit its type is skipped too. Raises ValueError otherwise."""
     names = None if only is None else {kind.NAME for kind in only}
     logged = []
-    for record in read_events(path, torn_ok=torn_ok):
+    for _, record in EventLines(path, lenient=torn_ok):
         if names is not None and record["event"] not in names:
             continue
         try:

@@ -52,6 +52,9 @@ class EventType(str, Enum):
     MODEL_EXPORTED = "model_exported"
 
 
+#: Times are epoch seconds before this (the year 5138): larger ones no calendar shows.
+MAX_TS = 1e11
+
 #: The events that end a job.
 JOB_ENDS = frozenset({EventType.JOB_SUCCEEDED, EventType.JOB_FAILED})
 
@@ -142,8 +145,8 @@ def parse(record: Mapping[str, Any]) -> Logged:
     name, ts = record.get("event"), record.get("ts")
     if not isinstance(name, str):
         raise RecordError("event", "an event name", name)
-    if not isinstance(ts, int | float) or isinstance(ts, bool):
-        raise RecordError(f"{name}.ts", "a time", ts)
+    if not isinstance(ts, int | float) or isinstance(ts, bool) or not 0 <= ts < MAX_TS:
+        raise RecordError(f"{name}.ts", "a time", ts)  # (not NaN, 1e300: a date can show it)
     data = {k: v for k, v in record.items() if k not in ("ts", "event")}
     kind = Event._BY_NAME.get(name)
     event = UnknownEvent(name, data) if kind is None else kind.from_record(data)

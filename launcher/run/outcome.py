@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from launcher.run.failures import FailureKind, TaskFailure, root_cause
 from launcher.spec.failure_rules import RuleAction
+
+#: Graceful preemptions in a row that saved no newer checkpoint and still restart outside the
+#: budget on a preemption notice alone; each one after them is counted as a failure, so that a task
+#: that reports a preemption and exits at once cannot restart forever.
+FREE_UNSAVED_PREEMPTIONS = 3
 
 
 class AttemptStatus(str, Enum):
@@ -80,6 +86,9 @@ class AttemptResult:
     chief_finished: bool = False
     #: The failure rule that matched the root cause (None: none did, or the attempt was not judged).
     rule: AppliedRule | None = None
+    #: How many attempts in a row just before this one were preemptions after a notice that saved
+    #: no newer checkpoint (:attr:`unsaved_preemption`): set by :func:`after_unsaved_preemptions`.
+    unsaved_preemptions_before: int = 0
 
     @property
     def cause_kind(self) -> FailureKind | None:
@@ -113,10 +122,22 @@ class AttemptResult:
     @property
     def preemption_justified(self) -> bool:
         """A preemption exit that tfcluster can vouch for: the attempt left a checkpoint newer than
-        the one it resumed from, or tfcluster saw a preemption notice. Only these restart outside
-        the budget: exit 143 alone is what any shell wrapper whose child got SIGTERM returns."""
-        return self.preempted and (self.made_progress is True
-                                   or self.preemption_notice is not None)
+        the one it resumed from, or tfcluster saw a preemption notice and fewer than
+        :data:`FREE_UNSAVED_PREEMPTIONS` attempts before it in a row were preemptions that saved
+        nothing. Only these restart outside the budget: exit 143 alone is what any shell wrapper
+        whose child got SIGTERM returns, and a notice with nothing saved, again and again, is a
+        loop."""
+        if not self.preempted:
+            return False
+        return self.made_progress is True or (
+            self.preemption_notice is not None
+            and self.unsaved_preemptions_before < FREE_UNSAVED_PREEMPTIONS)
+
+    @property
+    def unsaved_preemption(self) -> bool:
+        """A preemption exit after a notice that saved no newer checkpoint (counted or not)."""
+        return self.preempted and self.preemption_notice is not None \
+            and self.made_progress is not True
 
     @property
     def charged(self) -> bool:
@@ -158,3 +179,18 @@ class AttemptResult:
                 "recovered": [f.to_dict() for f in self.recovered]}
                if self.task_restarts or self.left_out else {}),
         }
+
+
+def after_unsaved_preemptions(result: AttemptResult,
+                              earlier: Sequence[AttemptResult]) -> AttemptResult:
+    """``result`` (the attempt after ``earlier``) knowing how many attempts just before it were
+    unsaved preemptions (:attr:`AttemptResult.unsaved_preemption`), on which
+    :attr:`AttemptResult.preemption_justified` depends."""
+    streak = 0
+    for before in reversed(earlier):
+        if not before.unsaved_preemption:
+            break
+        streak += 1
+    if streak == result.unsaved_preemptions_before:
+        return result
+    return dataclasses.replace(result, unsaved_preemptions_before=streak)

@@ -9,6 +9,8 @@ import stat
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from worker.wire.safe_open import UnsafeFileError, kind_of
+
 if TYPE_CHECKING:
     import paramiko
 
@@ -16,14 +18,26 @@ if TYPE_CHECKING:
     from launcher.ssh.connector import SshConnector
 
 
+#: Most bytes of a remote checkpoint state file that are read.
+MAX_READ_BYTES = 16 * 1024 * 1024
+
+
 class SftpFS:
     def __init__(self, sftp: paramiko.SFTPClient) -> None:
         self.sftp = sftp
 
     def read_text(self, path: str) -> str | None:
+        """The file's text; UnsafeFileError when its name is not a regular file (SFTP has no
+        ``O_NOFOLLOW`` / ``O_NONBLOCK``: ``lstat`` first, so that a symlink is not read through
+        and a FIFO does not block the server's open forever)."""
         try:
+            mode = self.sftp.lstat(path).st_mode or 0
+            if not stat.S_ISREG(mode):
+                raise UnsafeFileError(path, kind_of(mode), writing=False)
             with self.sftp.open(path, "rb") as handle:
-                return bytes(handle.read()).decode("utf-8", "replace")
+                return bytes(handle.read(MAX_READ_BYTES)).decode("utf-8", "replace")
+        except UnsafeFileError:
+            raise
         except OSError:
             return None
 

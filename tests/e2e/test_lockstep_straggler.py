@@ -24,6 +24,7 @@ import yaml
 from launcher.job.task_health import LOCKSTEP_SETTLE_S
 from tests.e2e.tfjobs import TEST_TIMEOUT_S, requires_tf
 from tests.support.jobs import REPO, Event, Job, by, run_status, running, signal_tfcluster, wait_until_gone
+from tests.support.tiers import skip_tier
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT_S), requires_tf]
 
@@ -50,7 +51,7 @@ def lockstep_job(tmp_path: Path, *args: str) -> Path:
 @pytest.fixture
 def cpu_group() -> Iterator[Path]:
     if not (CPU_ROOT / "cpu.cfs_quota_us").exists():
-        pytest.skip("needs the cgroup v1 cpu controller at /sys/fs/cgroup/cpu")
+        skip_tier("needs the cgroup v1 cpu controller at /sys/fs/cgroup/cpu")
     group = CPU_ROOT / f"tfcluster-test-{uuid.uuid4().hex[:8]}"
     group.mkdir()
     try:

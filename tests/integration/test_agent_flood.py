@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.integration.test_agent import AgentUnderTest, agent, wait_for
+from tests.support.agent_harness import AgentUnderTest, agent, wait_for
 from worker.wire.protocol import Exited, Heartbeat, Launch, Output, Started, TaskLaunch
 
 pytestmark = pytest.mark.timeout(90)
@@ -73,8 +73,9 @@ def test_an_output_flood_delays_neither_an_exit_nor_a_heartbeat(tmp_path: Path) 
         arrived, exited = a.next_timed(Exited, task="worker:1", timeout=30)
         died_at = float(death.read_text())
         assert exited.exit_code == 13
-        assert exited.ts - died_at < 0.5  # reaped the moment it died
-        assert arrived - died_at < 2.0
+        # reaped the moment it died, not once the flood let up (the stall below lasts 2 s)
+        assert exited.ts - died_at < 1.5
+        assert arrived - died_at < 5.0
         peak = rss(a)
         notices = []
         while time.time() < arrived + 2.0:  # the flood goes on: heartbeats and notices too
@@ -110,8 +111,8 @@ def test_a_coordinator_that_stops_reading_holds_up_nothing(tmp_path: Path) -> No
         a.resume_reading()
         arrived, exited = a.next_timed(Exited, task="worker:1", timeout=10)
         assert exited.exit_code == 13
-        assert abs(exited.ts - float(death.read_text())) < 0.5  # reaped during the stall
-        assert arrived - resumed_at < 2.0
+        assert abs(exited.ts - float(death.read_text())) < 1.5  # reaped during the 2 s stall
+        assert arrived - resumed_at < 5.0
         last_words = [m for _, m in a.seen if isinstance(m, Output) and m.task == "worker:1"]
         assert [m.line for m in last_words] == ["last words"]  # it came before the Exited
         heartbeat_at = 0.0

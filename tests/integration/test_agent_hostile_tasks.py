@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_agent import AgentUnderTest, agent, script_task
+from tests.support.agent_harness import AgentUnderTest, agent, script_task
 from worker.wire.protocol import (
     AgentError,
     Exited,

@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.integration.test_agent import SLEEP_WITH_CHILD, agent, script_task
+from tests.support.agent_harness import SLEEP_WITH_CHILD, agent, script_task
 from worker.wire.protocol import AgentError, Exited, Heartbeat, Launch, Output, Started, Terminate, Terminated
 
 pytestmark = pytest.mark.timeout(60)
@@ -28,11 +28,14 @@ def test_three_attempts_run_in_one_agent_each_confirmed_gone(tmp_path: Path) -> 
         for attempt in range(3):
             if attempt:
                 a.send(launch(tmp_path, attempt))
-            pids.add(a.next_of(Started, task="worker:0").pid)
+            pid = a.next_of(Started, task="worker:0").pid
+            pids.add(pid)
             assert a.next_of(Output, task="worker:0").line == f"attempt {attempt}"
             assert a.next_of(Exited, task="worker:0").exit_code == 0
             a.send(Terminate(grace_period_s=1.0))
             a.next_of(Terminated)
+            # confirmed gone: the task is no child of the agent any more, alive or zombie
+            assert pid not in {p.pid for p in psutil.Process(a.proc.pid).children(recursive=True)}
             a.next_of(Heartbeat)  # alive and well between attempts
         assert len(pids) == 3
         assert a.proc.poll() is None  # the same agent throughout

@@ -76,10 +76,11 @@ def test_while_the_pipe_is_backed_up_heartbeats_and_progress_are_replaced_by_new
                     Progress(task="b", step=1, ts=1.0), Progress(task="a", step=2, ts=2.0),
                     Heartbeat(ts=2.0), Progress(task="a", step=3, ts=3.0)):
         outbox.put(message)
-    # a task's first step is kept (it tells where the task began), later ones are replaced
+    # a task's first step is kept (it tells where the task began), later ones are replaced,
+    # and the newer one counts what it replaced
     assert [m for m in drain(outbox, read_end) if m != big] == [
         Progress(task="a", step=1, ts=1.0), Progress(task="b", step=1, ts=1.0),
-        Heartbeat(ts=2.0), Progress(task="a", step=3, ts=3.0)]
+        Heartbeat(ts=2.0), Progress(task="a", step=3, ts=3.0, replaced_reports=1)]
     outbox.new_attempt()  # the next attempt's tasks begin again
     for step in (7, 8):
         outbox.put(Progress(task="a", step=step, ts=4.0))

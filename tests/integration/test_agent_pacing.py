@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_agent import AgentUnderTest, M, agent, wait_for
+from tests.support.agent_harness import AgentUnderTest, M, agent, wait_for
 from worker.agent.startup_pacing import HOLD_S, is_busy
 from worker.wire.protocol import Launch, Output, Started, TaskLaunch, Terminate, Terminated
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_agent import agent, script_task
+from tests.support.agent_harness import agent, script_task
+from tests.support.tiers import require
 from worker.wire.protocol import (
     DumpStacks,
     Exited,
@@ -25,11 +26,13 @@ from worker.wire.protocol import (
     Terminated,
 )
 
-pytestmark = [
-    pytest.mark.timeout(60),
-    pytest.mark.skipif(os.geteuid() != 0,
-                       reason="forcing pid reuse through /proc/sys/kernel/ns_last_pid needs root"),
-]
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(autouse=True)
+def _needs_root() -> None:
+    require(os.geteuid() == 0, "forcing pid reuse through /proc/sys/kernel/ns_last_pid needs root")
+
 
 NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
 #: Another process may take the pid between our write and our fork: try again this often.

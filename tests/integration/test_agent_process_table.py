@@ -17,10 +17,18 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.integration.test_agent import agent, gone, wait_for
+from tests.support.agent_harness import CHILD, agent, gone, wait_for
 from tests.support.procs import alive, kill_all, wait_until_empty
+from worker.wire.env import PROCESS_MARK
 from worker.wire.process_identity import ProcStat, read_stat
-from worker.wire.process_table import ProcessTableError, kill_recorded, read_table, write_table
+from worker.wire.process_mark import process_mark
+from worker.wire.process_table import (
+    Cleared,
+    ProcessTableError,
+    kill_recorded,
+    read_table,
+    write_table,
+)
 from worker.wire.protocol import Launch, Started, TaskLaunch
 
 pytestmark = pytest.mark.timeout(60)
@@ -32,26 +40,9 @@ subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2]])
 print("ready", flush=True)
 time.sleep(600)
 """
-#: Double-forks a grandchild into a session of its own, then sleeps; both note their pids.
-CHILD = """
-import os, sys, time
-def note(name):
-    path = os.path.join(sys.argv[1], name)
-    with open(path + ".tmp", "w") as out:
-        out.write(str(os.getpid()))
-    os.replace(path + ".tmp", path)
-middle = os.fork()
-if middle == 0:
-    os.setsid()
-    if os.fork() == 0:
-        note("grandchild")
-        time.sleep(600)
-    os._exit(0)
-os.waitpid(middle, 0)
-note("child")
-time.sleep(600)
-"""
 SLEEPER = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
+#: The mark of this test's job (what the coordinator sends in the launch).
+MARK = process_mark("/tmp/tfcluster-test-run", "localhost")
 
 
 @pytest.fixture
@@ -76,7 +67,7 @@ def job_launch(tmp_path: Path, table: Path) -> Launch:
     task = TaskLaunch(task="worker:0", argv=[sys.executable, str(task_script), str(child_script),
                                              str(tmp_path)], env={}, cwd=str(tmp_path))
     return Launch(job="t", attempt=0, heartbeat_interval_s=0.2, process_table=str(table),
-                  tasks=[task])
+                  process_mark=MARK, tasks=[task])
 
 
 def start_job_and_kill_its_agent(tmp_path: Path, table: Path,
@@ -100,7 +91,7 @@ def test_kill_recorded_ends_every_process_a_killed_agent_left(
     task, child, grandchild = start_job_and_kill_its_agent(tmp_path, table, leftovers)
     assert gone([task], 5), "the task outlived its agent"
     assert len(alive(psutil.Process(pid) for pid in (child, grandchild))) == 2  # orphans now
-    assert {child, grandchild} <= set(kill_recorded(table))
+    assert {child, grandchild} <= set(kill_recorded(table, MARK).killed)
     assert gone([task, child, grandchild], 5)
 
 
@@ -111,7 +102,7 @@ def test_a_new_agent_kills_what_a_dead_one_left_before_starting_its_tasks(
     sleeper = tmp_path / "sleeper.py"
     sleeper.write_text(SLEEPER)
     launch = Launch(job="t", attempt=1, heartbeat_interval_s=0.2, process_table=str(table),
-                    tasks=[TaskLaunch(task="worker:0", argv=[sys.executable, str(sleeper)],
+                    process_mark=MARK, tasks=[TaskLaunch(task="worker:0", argv=[sys.executable, str(sleeper)],
                                       env={}, cwd=str(tmp_path))])
     with agent(launch) as a:
         started = a.next_of(Started)
@@ -123,18 +114,22 @@ def test_a_new_agent_kills_what_a_dead_one_left_before_starting_its_tasks(
 
 
 #: A session leader that, once cued, forks a process that is orphaned at once, staying in its
-#: session but with no parent in the table.
+#: session but with no parent in the table, and (execed with a clean environment) no mark.
 SESSION_LEADER = """
 import os, sys, time
+MEMBER = (
+    "import os, sys, time\\n"
+    "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid()))\\n"
+    "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\\n"
+    "time.sleep(600)\\n"
+)
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.01)
 middle = os.fork()
 if middle == 0:
     if os.fork() == 0:
-        with open(sys.argv[2] + ".tmp", "w") as out:
-            out.write(str(os.getpid()))
-        os.replace(sys.argv[2] + ".tmp", sys.argv[2])
-        time.sleep(600)
+        clean = {k: v for k, v in os.environ.items() if k != "TFCLUSTER_PROCESS_MARK"}
+        os.execve(sys.executable, [sys.executable, "-c", MEMBER, sys.argv[2]], clean)
     os._exit(0)
 os.waitpid(middle, 0)
 time.sleep(600)
@@ -142,9 +137,11 @@ time.sleep(600)
 
 
 def in_own_session(leftovers: list[psutil.Process], code: str = "import time; time.sleep(600)",
-                   args: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
-    """A python process in a session of its own, outside any agent."""
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], start_new_session=True)
+                   args: tuple[str, ...] = (), mark: str | None = None) -> subprocess.Popen[bytes]:
+    """A python process in a session of its own, outside any agent (the job's if ``mark``)."""
+    environ = {**os.environ, **({} if mark is None else {PROCESS_MARK: mark})}
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], start_new_session=True,
+                            env=environ)
     leftovers.append(psutil.Process(proc.pid))
     return proc
 
@@ -152,7 +149,7 @@ def in_own_session(leftovers: list[psutil.Process], code: str = "import time; ti
 def test_kill_recorded_takes_a_recorded_session_s_later_members(
         tmp_path: Path, leftovers: list[psutil.Process]) -> None:
     cue, member_file, table = tmp_path / "go", tmp_path / "member", tmp_path / "table.json"
-    leader = in_own_session(leftovers, SESSION_LEADER, (str(cue), str(member_file)))
+    leader = in_own_session(leftovers, SESSION_LEADER, (str(cue), str(member_file)), mark=MARK)
     stranger = in_own_session(leftovers)
     stat = read_stat(leader.pid)
     assert stat is not None
@@ -164,7 +161,8 @@ def test_kill_recorded_takes_a_recorded_session_s_later_members(
     member_stat = read_stat(member)
     assert member_stat is not None and member_stat.sid == leader.pid
     assert member_stat.ppid != leader.pid  # reachable through its session only
-    assert sorted(kill_recorded(table)) == sorted([leader.pid, member])
+    assert PROCESS_MARK not in psutil.Process(member).environ()  # not through its mark
+    assert sorted(kill_recorded(table, MARK).killed) == sorted([leader.pid, member])
     leader.wait(5)
     assert gone([member], 5)
     assert stranger.poll() is None
@@ -178,14 +176,15 @@ def test_kill_recorded_spares_a_process_that_only_shares_a_pid_or_a_session_id(
     table = tmp_path / "table.json"
     # an earlier process with the stranger's pid, in a session named like the stranger's
     write_table(table, [ProcStat(stranger.pid, 1, stranger.pid, stat.start_ticks - 1, False)])
-    assert kill_recorded(table) == []
+    assert kill_recorded(table, MARK).killed == []
     # the stranger itself, but recorded during another boot
     write_table(table, [stat])
     data = json.loads(table.read_text())
     table.write_text(json.dumps({**data, "boot_id": "another-boot"}))
-    assert kill_recorded(table) == []
+    assert kill_recorded(table, MARK).killed == []
     assert stranger.poll() is None
-    assert kill_recorded(tmp_path / "no-such-table.json") == []
+    assert kill_recorded(tmp_path / "no-such-table.json", MARK) == Cleared([])
     table.write_text("{not json")
+    assert "not a process table" in (kill_recorded(table, MARK).problem or "")
     with pytest.raises(ProcessTableError, match="not a process table"):
-        kill_recorded(table)
+        read_table(table)

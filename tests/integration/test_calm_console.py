@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.jobs import running, wait_until_gone, write_spec
+from tests.support.jobs import Job, running, wait_until_gone, write_spec
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -32,7 +33,10 @@ def on_term(signum, frame):
 signal.signal(signal.SIGTERM, on_term)
 print(task, "ready", flush=True)
 if task == "worker:1":
-    time.sleep(2.0)  # the others' first lines are long out of the console's hold
+    # the test creates GO once the console has shown the others' "ready" (past its hold)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.02)
     print("worker:1 crashes now", flush=True)
     sys.exit(3)
 while True:
@@ -44,14 +48,22 @@ def spec(tmp_path: Path) -> Path:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     return write_spec(tmp_path, {
-        "name": "calm", "entrypoint": {"script": str(script)},
+        "name": "calm", "entrypoint": {"script": str(script), "args": [str(tmp_path / "GO")]},
         "tasks": [{"type": "worker", "count": 3}],
         "restart": {"max_restarts": 0}, "health": {"grace_period_s": 3}})
+
+
+def crash_when_shown(job: Job, tmp_path: Path, lines: list[str]) -> None:
+    """Let worker:1 crash once the console has shown each of ``lines`` (the survivors are ready:
+    their SIGTERM handlers are in place)."""
+    wait_until(lambda: all(line in job.stdout for line in lines), 60, f"the console shows {lines}")
+    (tmp_path / "GO").touch()
 
 
 def test_the_survivors_of_a_crash_are_one_line_each_after_the_root_cause(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with running(["run", str(spec(tmp_path))], run_dir, tmp_path) as job:
+        crash_when_shown(job, tmp_path, ["[worker:0] worker:0 ready", "[worker:2] worker:2 ready"])
         assert job.wait(60) == 3, job.stderr
         assert wait_until_gone(job.mark, 10) == []
     assert "Traceback" not in job.stdout and "absl::InitializeLog" not in job.stdout
@@ -74,6 +86,7 @@ def test_the_survivors_of_a_crash_are_one_line_each_after_the_root_cause(tmp_pat
 
 def test_verbose_shows_every_line(tmp_path: Path) -> None:
     with running(["run", str(spec(tmp_path)), "--verbose"], tmp_path / "run", tmp_path) as job:
+        crash_when_shown(job, tmp_path, ["worker:0 ready", "worker:2 ready"])
         assert job.wait(60) == 3, job.stderr
         assert wait_until_gone(job.mark, 10) == []
     assert job.stdout.count("absl::InitializeLog") == 3

@@ -9,12 +9,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 
 from tests.support.jobs import REPO, Job, running, wait_until_gone
 
 DRILLS = REPO / "cluster_specs" / "drills"
+
+
+def alive_since(pid: int, started: float) -> bool:
+    """Whether the process ``pid`` that started at ``started`` still lives (not a newer one that
+    was given its pid)."""
+    try:
+        return abs(psutil.Process(pid).create_time() - started) < 2.0
+    except psutil.Error:
+        return False
 
 
 def drill(tmp_path: Path, *args: str, timeout: float = 100) -> tuple[Job, int]:
@@ -60,6 +70,9 @@ def test_a_lost_coordinator_leaves_no_task_and_the_drill_resumes_the_run(tmp_pat
     scenario = json.loads((run / "drill.json").read_text())["scenarios"][0]
     loss = scenario["coordinator_loss"]
     assert loss["killed"] and loss["survivors"] == [] and loss["tasks_gone_s"] < 5
+    first = [e for e in (json.loads(line) for line in (run / "events.jsonl").read_text()
+                         .splitlines()) if e["event"] == "task_started" and e["attempt"] == 0]
+    assert first and not [e["pid"] for e in first if alive_since(e["pid"], e["ts"])]
     assert loss["resume_exit_code"] == 0
     assert scenario["result_check"] == "match"
     figures, = scenario["faults"]

@@ -22,7 +22,7 @@ from launcher.cli.start import FirstLaunch, launch_first
 from launcher.errors import AgentStartError
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
-from tests.integration.test_agent import wait_for
+from tests.support.agent_harness import wait_for
 from tests.support.jobs import Job, wait_until_gone
 from tests.support.procs import alive, by_pid, wait_until_empty
 from worker.wire.protocol import AgentError, Exited, Message, Started

@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from tests.support.jobs import Job, by, fake_spec, read_events, running, wait_until_gone, write_spec
+from tests.support.tiers import skip_tier
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -210,7 +211,7 @@ def test_an_unwritable_run_dir_is_one_clear_line(tmp_path: Path, where: str) -> 
     with tmpfs(locked, "ro,size=1m") as mounted:
         if not mounted:
             if os.geteuid() == 0:
-                pytest.skip("root without mount: no directory is unwritable to it")
+                skip_tier("root without mount: no directory is unwritable to it")
             locked.chmod(0o500)
         target = locked if where == "itself" else locked / "run"
         problem = ("read-only file system (choose a --run-dir on a writable file system)"
@@ -248,7 +249,7 @@ def test_a_disk_that_fills_up_mid_job_stops_every_task_with_one_line(tmp_path: P
     disk = tmp_path / "small"
     with tmpfs(disk, "size=2m") as mounted:
         if not mounted:
-            pytest.skip("needs root and mount for a small tmpfs")
+            skip_tier("needs root and mount for a small tmpfs")
         run_dir = disk
         spec = write_spec(tmp_path, fake_spec("full", args=["--steps", "100000", "--step-time",
                                                             "0.01"]))

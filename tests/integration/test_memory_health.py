@@ -6,29 +6,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.support.health_jobs import health_spec
 from tests.support.jobs import REPO, by, run_status, running, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 
-TASK = REPO / "tests" / "integration" / "health_task.py"
-
-
-def spec(name: str, args: list[str], **health: Any) -> dict[str, Any]:
-    return {"name": name, "entrypoint": {"script": str(TASK), "args": args},
-            "tasks": [{"type": "worker", "count": 3}],
-            "restart": {"max_restarts": 0, "backoff_s": 0.1},
-            "health": {"grace_period_s": 3, **health}}
-
-
-
 def test_a_slowed_task_is_flagged_as_the_straggler_within_the_window(tmp_path: Path) -> None:
     window = 4.0
     args = ["--duration", "14", "--step-time", "0.05", "--slow-task", "worker:2"]
-    argv = ["run", str(write_spec(tmp_path, spec("slow", args, straggler_window_s=window)))]
+    argv = ["run", str(write_spec(tmp_path, health_spec("slow", args, straggler_window_s=window)))]
     with running(argv, tmp_path / "run", REPO) as job:
         first = job.wait_event(by("task_progress", task="worker:2"))
         flag = job.wait_event(by("task_straggling", task="worker:2", straggling=True),
@@ -53,7 +42,7 @@ def test_a_slowed_task_is_flagged_as_the_straggler_within_the_window(tmp_path: P
 
 def test_growing_memory_is_warned_about_before_the_job_ends(tmp_path: Path) -> None:
     args = ["--duration", "5", "--grow-task", "worker:1", "--grow-mib", "300"]
-    argv = ["run", str(write_spec(tmp_path, spec("grow", args, memory_limit_mib=400,
+    argv = ["run", str(write_spec(tmp_path, health_spec("grow", args, memory_limit_mib=400,
                                                  memory_warn_ratio=0.5)))]
     with running(argv, tmp_path / "run", REPO) as job:
         warning = job.wait_event(by("task_memory_high", task="worker:1"))
@@ -69,7 +58,7 @@ def test_growing_memory_is_warned_about_before_the_job_ends(tmp_path: Path) -> N
 def test_a_sigkill_after_growing_memory_is_named_a_likely_oom_kill(tmp_path: Path) -> None:
     args = ["--duration", "30", "--grow-task", "worker:1", "--grow-mib", "300",
             "--kill-after-grow", "3"]
-    argv = ["run", str(write_spec(tmp_path, spec("oom", args, memory_limit_mib=400,
+    argv = ["run", str(write_spec(tmp_path, health_spec("oom", args, memory_limit_mib=400,
                                                  memory_warn_ratio=0.5)))]
     with running(argv, tmp_path / "run", REPO) as job:
         assert job.wait(60) == 128 + 9, job.stderr
@@ -87,7 +76,7 @@ def test_a_sigkill_after_growing_memory_is_named_a_likely_oom_kill(tmp_path: Pat
 def test_a_sigkill_with_little_memory_stays_a_bare_sigkill(tmp_path: Path) -> None:
     args = ["--duration", "30", "--grow-task", "worker:1", "--grow-mib", "1",
             "--kill-after-grow", "1.5"]
-    argv = ["run", str(write_spec(tmp_path, spec("kill", args)))]
+    argv = ["run", str(write_spec(tmp_path, health_spec("kill", args)))]
     with running(argv, tmp_path / "run", REPO) as job:
         assert job.wait(60) == 128 + 9, job.stderr
     (failed,) = [e for e in job.events() if e["event"] == "task_failed"

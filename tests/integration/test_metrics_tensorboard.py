@@ -55,6 +55,9 @@ def test_a_restarted_job_is_one_continuous_curve_per_task(tmp_path: Path) -> Non
         assert points[-1][2] == pytest.approx(1.0 / STEPS)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["metrics"]["reports"] == len(lines)
-    assert summary["metrics"]["dropped"] == {"queue_full": 0, "size_cap": 0, "write_error": 0}
+    dropped = dict(summary["metrics"]["dropped"])
+    dropped.pop("replaced")  # reports the agent replaced by newer ones under load, counted
+    assert dropped == {"queue_full": 0, "size_cap": 0, "write_error": 0, "bad_value": 0,
+                       "metrics_over_size": 0}
     job_rate = scalars(board / "job", "steps_per_s")
     assert job_rate and all(rate > 0 for _, rate in job_rate)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_memory_health import spec
+from tests.support.health_jobs import health_spec
 from tests.support.jobs import REPO, by, run_status, running, write_spec
+from tests.support.tiers import skip_tier
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,7 +39,7 @@ GREEDY = textwrap.dedent("""\
 @pytest.fixture
 def memory_cgroup() -> Iterator[Path]:
     if not (MEMORY_ROOT / "cgroup.procs").exists():
-        pytest.skip("needs the cgroup v1 memory controller at /sys/fs/cgroup/memory")
+        skip_tier("needs the cgroup v1 memory controller at /sys/fs/cgroup/memory")
     group = MEMORY_ROOT / f"tfcluster-test-{uuid.uuid4().hex[:8]}"
     group.mkdir()
     try:
@@ -81,8 +82,8 @@ def test_a_task_the_kernel_oom_kills_in_its_cgroup_is_reported_out_of_memory(
 def test_a_task_past_memory_limit_mib_is_stopped_and_reported_out_of_memory(
         tmp_path: Path) -> None:
     args = ["--duration", "30", "--grow-task", "worker:1", "--grow-mib", "300"]
-    job_spec = spec("capped", args, memory_limit_mib=200, memory_warn_ratio=0.5,
-                    heartbeat_interval_s=0.2, heartbeat_timeout_s=5)
+    job_spec = health_spec("capped", args, memory_limit_mib=200, memory_warn_ratio=0.5,
+                           heartbeat_interval_s=0.2, heartbeat_timeout_s=5)
     with running(["run", str(write_spec(tmp_path, job_spec))], tmp_path / "run", REPO) as job:
         grown = job.wait_event(by("task_progress", task="worker:1"))
         assert job.wait(60) == 128 + 9, job.stderr

@@ -52,4 +52,7 @@ def test_a_spare_that_preloaded_a_slow_import_starts_the_task_at_once(
     assert warm.finish().exit_code == 0
 
     assert cold_s > IMPORT_S
-    assert warm_s < 0.5, f"launch to first line took {warm_s:.3f}s (cold: {cold_s:.3f}s)"
+    # the warm start skipped the import the cold one paid for (how fast it is otherwise is
+    # benchmarks/run_all.py's to measure: a loaded machine may take any time to run a line)
+    assert warm_s < cold_s - IMPORT_S / 2, \
+        f"launch to first line took {warm_s:.3f}s (cold: {cold_s:.3f}s, import {IMPORT_S}s)"

@@ -10,12 +10,13 @@ import pytest
 
 from tests.support import supervision as sv
 from tests.support.jobs import by, fake_spec, running, write_spec
+from tests.support.tiers import require
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.skipif(os.geteuid() != 0, reason="forcing pid reuse through ns_last_pid needs root")
 def test_a_stranger_with_an_exited_tasks_pid_is_not_signalled_at_teardown(
         tmp_path: Path) -> None:
+    require(os.geteuid() == 0, "forcing pid reuse through ns_last_pid needs root")
     go = tmp_path / "go"
     spec = fake_spec("reuse", entrypoint=sv.entrypoint(tmp_path, "early", sv.EARLY_EXIT, go),
                      tasks=[{"type": "worker", "count": 2}])

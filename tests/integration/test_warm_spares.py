@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.support.jobs import by, fake_spec, running, wait_until_gone, write_spec
@@ -26,6 +27,12 @@ def warm_spec(name: str, preload: list[str]) -> dict[str, object]:
 def test_the_restarted_tasks_start_from_warm_spares(tmp_path: Path) -> None:
     spec = warm_spec("warm", ["json", "decimal"])
     with running(["run", str(write_spec(tmp_path, spec))], tmp_path / "run", tmp_path) as job:
+        # independently of the event's "warm": each task of attempt 1 is a process that was
+        # already running before the attempt began (a spare), not one started for it
+        began = job.wait_event(by("attempt_started", attempt=1))["ts"]
+        for task in ("worker:0", "worker:1"):
+            pid = job.wait_event(by("task_started", attempt=1, task=task))["pid"]
+            assert psutil.Process(pid).create_time() < began - 0.05, task
         assert job.wait() == 0, job.stderr
         mark = job.mark
         events = job.events()

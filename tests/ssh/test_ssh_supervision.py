@@ -14,13 +14,14 @@ from launcher.plan.planner import remote_process_table
 from tests.ssh.remote import SSH_HOST, SshSetup, processes_with
 from tests.support import supervision as sv
 from tests.support.jobs import by, running, write_spec
+from tests.support.tiers import require
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(120)]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="forcing pid reuse through ns_last_pid needs root")
 def test_a_remote_stranger_with_an_exited_tasks_pid_is_not_signalled(
         tmp_path: Path, ssh: SshSetup) -> None:
+    require(os.geteuid() == 0, "forcing pid reuse through ns_last_pid needs root")
     go = tmp_path / "go"
     spec = ssh.spec("sshreuse", entrypoint=sv.entrypoint(tmp_path, "early", sv.EARLY_EXIT, go))
     sv.check_stranger_untouched(tmp_path, spec, go)

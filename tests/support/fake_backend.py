@@ -15,9 +15,10 @@ import itertools
 import queue
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from launcher.backends.base import AgentClosed, AgentEvent, AgentMessage, Sink
 from launcher.backends.session import PlainSession
@@ -109,6 +110,8 @@ class TaskScript:
     ignores_term: bool = False
     #: Lines it prints on stdout as it starts (each an ``Output`` message).
     stdout: tuple[str, ...] = ()
+    #: The metrics each of its step reports carries.
+    metrics: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -160,7 +163,8 @@ class FakeAgent:
                 self._later(now, Output(task=task.task, stream="stdout", line=line))
             for step in range(1, script.steps + 1):
                 self._later(now + step * script.step_s,
-                            Progress(task=task.task, step=step, ts=now + step * script.step_s))
+                            Progress(task=task.task, step=step, ts=now + step * script.step_s,
+                                     metrics=dict(script.metrics)))
             if script.exit_code is not None:
                 end = now + (script.steps + 1) * script.step_s
                 self._later(end, Exited(task=task.task, ts=end, exit_code=script.exit_code,

@@ -36,6 +36,7 @@ from collections.abc import Callable
 
 from worker.agent import host_memory, process_tree, reaping
 from worker.agent.command_input import CommandInput
+from worker.agent.coordinator_silence import CoordinatorSilence
 from worker.agent.greeting import greet
 from worker.agent.oom_evidence import MemoryEvidence, OomWatch
 from worker.agent.outbox import Outbox
@@ -97,7 +98,7 @@ class Agent:
         self.stops = SingleStops()  # tasks stopped alone (StopTask)
         self.oom = OomWatch()
         self.next_heartbeat = self.next_record = 0.0
-        self.last_command_at = time.monotonic()
+        self.silence = CoordinatorSilence(time.monotonic(), _note)
 
     @property
     def interval(self) -> float:
@@ -235,7 +236,7 @@ class Agent:
             self.selector.unregister(self.commands_fd)
             self._coordinator_lost()
             return
-        self.last_command_at = time.monotonic()
+        self.silence.heard(time.monotonic())
         for line in lines:
             self.handle_command(line)
 
@@ -293,7 +294,7 @@ class Agent:
             self.warm.tick(now)
             self.start_due()
         silence = self.launch.coordinator_timeout_s if self.launch else None
-        if silence is not None and not self.input_closed and now - self.last_command_at > silence:
+        if not self.input_closed and self.silence.gone(silence, now):  # a stop is no silence
             _note(f"no word from the coordinator for {silence:g}s; stopping every task")
             self.selector.unregister(self.commands_fd)
             self._coordinator_lost()
@@ -323,10 +324,9 @@ class Agent:
         wake = self.next_heartbeat if ending is None else ending
         wake = min(wake, self.next_record, *(d for t in self.dropping.values()
                                              if (d := t.notice_due_at()) is not None),
-                   *(d for d in [self.starts.due_at(now), self.outbox.due_at(),
-                                 self.stops.wake_at()] if d is not None))
-        if self.launch is not None and self.launch.coordinator_timeout_s is not None:
-            wake = min(wake, self.last_command_at + self.launch.coordinator_timeout_s)
+                   *(d for d in [self.starts.due_at(now), self.outbox.due_at(), self.stops.wake_at(),
+                                 self.silence.wake_at(self.launch.coordinator_timeout_s
+                                                      if self.launch else None)] if d is not None))
         return max(0.0, wake - now)
 
     def send_pending(self) -> None:
@@ -359,7 +359,7 @@ class Agent:
         launch, commands = first
         if launch.process_table is not None:  # "~/..." names a path in this host's home
             self.table = process_table.TableKeeper(
-                os.path.expanduser(launch.process_table), note=_note,
+                os.path.expanduser(launch.process_table), launch.process_mark, note=_note,
                 say=lambda text: self.outbox.put(AgentError(message=text)))
             self.table.clear_leftovers()
         self.launch = launch

@@ -9,7 +9,9 @@ agent calls it again when its selector says the fd is writable).
   report, progress, agent_error) go out before any queued ``Output`` and are never dropped. A
   ``Heartbeat`` that is still queued is replaced by a newer one, and so is a task's ``Progress``
   while the pipe to the coordinator is backed up: after a stall the coordinator gets the current
-  state, not a backlog of stale ones (otherwise every report goes: each carries metrics).
+  state, not a backlog of stale ones (otherwise every report goes: each carries metrics). The
+  newer ``Progress`` says how many reports it replaced (``replaced_reports``), which the
+  coordinator counts as dropped.
 - **Routine messages wait a little**: heartbeats and progress (but never a task's first step of
   an attempt, which times a restart) are held up to :data:`ROUTINE_HOLD_S` while nothing else is
   queued, so that the coordinator wakes once for many tasks' steps instead of once per step (64
@@ -28,7 +30,7 @@ import os
 import select
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from worker.agent.output_budget import MIB, drop_notice
 from worker.wire.protocol import Exited, Heartbeat, Message, Output, Progress
@@ -48,6 +50,7 @@ class _Entry:
     stream: str = ""
     key: tuple[str, str] | None = None  # set for messages that a newer one replaces
     live: bool = True
+    reports: int = 0  # a Progress: the reports it stands for (itself and those it replaced)
 
 
 def _replacement_key(message: Message) -> tuple[str, str] | None:
@@ -96,11 +99,16 @@ class Outbox:
         if isinstance(message, Progress) and message.task not in self._reported:
             self._reported.add(message.task)
             key = None  # a task's first step is never replaced: it tells where the task began
-        entry = _Entry(message.encode(), key=key)
+        older = None if key is None else self._latest.get(key)
+        # a report carries metrics: replaced only when the coordinator's end is backed up
+        if older is not None and not (self._sending or isinstance(message, Heartbeat)):
+            older = None
+        if older is not None and isinstance(message, Progress):
+            message = replace(message, replaced_reports=message.replaced_reports + older.reports)
+        entry = _Entry(message.encode(), key=key, reports=1 + message.replaced_reports
+                       if isinstance(message, Progress) else 0)
         if entry.key is not None:
-            older = self._latest.get(entry.key)
-            # a report carries metrics: replaced only when the coordinator's end is backed up
-            if older is not None and (self._sending or isinstance(message, Heartbeat)):
+            if older is not None:
                 older.live = False
             self._latest[entry.key] = entry
             if not self._control:

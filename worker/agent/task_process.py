@@ -104,6 +104,9 @@ class TaskProcess:
     def start(self) -> None:
         """Spawn the task, to die with the agent (``PR_SET_PDEATHSIG``); SpawnError if it cannot be
         started: no such program, a bad cwd, a NUL byte in an argument or the env."""
+        if not os.path.isdir(self.launch.cwd):  # said as such, not as the program missing
+            raise SpawnError(f"cannot start {self.task}: its workdir {self.launch.cwd} does not "
+                             "exist on this host (or is not a directory)")
         pipes = {name: os.pipe() for name in (STDOUT, STDERR, REPORT)}
         report_w = pipes[REPORT][1]
         child_env = {**env.without_own(os.environ), **self.env_overlay,
@@ -242,7 +245,7 @@ class TaskProcess:
             return []
         if isinstance(report, StepReport):
             return [Progress(task=self.task, step=report.step, ts=time.time(),
-                             metrics=report.metrics)]
+                             metrics=report.metrics, dropped_metrics=report.dropped_metrics)]
         return [TaskReport(task=self.task, kind=report.kind, ts=time.time(), data=report.data)]
 
     def _error(self, text: str) -> AgentError:

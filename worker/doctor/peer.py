@@ -31,7 +31,9 @@ class PeerServer:
         self._sock, self.bound = _listen(address, ports)
         self.port = int(self._sock.getsockname()[1])
         self._closed = threading.Event()
-        threading.Thread(target=self._accept, name="doctor-serve", daemon=True).start()
+        self._answering: list[threading.Thread] = []
+        self._acceptor = threading.Thread(target=self._accept, name="doctor-serve", daemon=True)
+        self._acceptor.start()
 
     def _accept(self) -> None:
         while not self._closed.is_set():
@@ -39,14 +41,22 @@ class PeerServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return  # closed
-            threading.Thread(target=_answer, args=(conn,), name="doctor-peer",
-                             daemon=True).start()
+            answering = threading.Thread(target=_answer, args=(conn,), name="doctor-peer",
+                                         daemon=True)
+            answering.start()
+            self._answering = [t for t in self._answering if t.is_alive()] + [answering]
 
     def close(self) -> None:
+        """Stop serving; return once every connection still being answered has ended (its peer
+        closed it, or it timed out), so that no socket of this server holds the port any more."""
         self._closed.set()
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
+        deadline = time.monotonic() + IO_TIMEOUT_S
+        self._acceptor.join(IO_TIMEOUT_S)
+        for answering in self._answering:
+            answering.join(max(0.0, deadline - time.monotonic()))
 
 
 def _listen(address: str, ports: Sequence[int]) -> tuple[socket.socket, str]:

@@ -3,5 +3,6 @@ disagree: the agent protocol (``protocol``) and its version check (``version``, 
 the environment variables (``env``), the TF_CONFIG model (``tfconfig``), the report lines a task
 sends its agent (``reports``), the signals a task is sent (``signals``), the process table an
 agent keeps and the coordinator reads after its death (``process_table``, ``process_identity``),
-and how tfcluster's own modules are started (``module_start``). ``launcher`` imports nothing
+how tfcluster's own modules are started (``module_start``), and how both sides open files in
+directories others may write (``safe_open``). ``launcher`` imports nothing
 else of ``worker``; nothing here imports the rest of ``worker``."""

@@ -11,6 +11,9 @@ CHECKPOINT_DIR = "TFCLUSTER_CHECKPOINT_DIR"
 RESUME_CHECKPOINT = "TFCLUSTER_RESUME_CHECKPOINT"
 RESUME_STEP = "TFCLUSTER_RESUME_STEP"
 REPORT_FD = "TFCLUSTER_REPORT_FD"
+#: The mark an agent puts in the environment of every process it starts
+#: (:mod:`worker.wire.process_mark`): what proves, after the agent died, that a process is the job's.
+PROCESS_MARK = "TFCLUSTER_PROCESS_MARK"
 #: ``health.grace_period_s``: how long a task has between tfcluster's SIGTERM and its SIGKILL
 #: (``worker.termination_config()`` hands it to TensorFlow's PreemptionCheckpointHandler).
 GRACE_PERIOD_S = "TFCLUSTER_GRACE_PERIOD_S"

@@ -8,16 +8,26 @@ rename) after each task starts and every heartbeat interval, and removed when th
 cleanly. Once that agent is dead, :func:`kill_recorded` (called by the coordinator, or by the next
 agent given the same file) kills:
 
-1. every recorded process that is still the very same process;
-2. every live descendant of a process killed here;
-3. every live process in session S, when a recorded process that is still alive is still in
-   session S, the session it was recorded in.
+1. every recorded process that is still the very same process *and* carries the job's mark
+   (:mod:`worker.wire.process_mark`);
+2. every live process of this user that carries the job's mark, recorded or not: so what a task
+   started since the table was last written (a fork a moment before its agent was killed) is
+   found all the same;
+3. every live descendant of a process killed here;
+4. every live process in session S, when a recorded process held by rule 1 is still alive and
+   still in session S, the session it was recorded in.
+
+The file lies in the run directory, which a task can write (it knows ``TFCLUSTER_RUN_DIR``), and
+so may others: a record is a hint, never a proof. A record that does not prove itself (the process
+it names is alive but does not carry the mark) is left alone and counted (:class:`Cleared`).
 
 Each is stopped (SIGSTOP) as soon as it is found, so that none can fork while the search goes on,
 and all are SIGKILLed at the end.
 
-**Why no stranger is ever hit.** (1) A pid and a start time name one process for the life of a boot
-(the file records the boot), and each process is pinned by a pidfd before it is signalled. (2) A
+**Why no stranger is ever hit.** (1, 2) A pid and a start time name one process for the life of a
+boot (the file records the boot), each process is pinned by a pidfd before its environment is
+read, and it is held only if it is still alive after the read: the mark it carries is its own,
+and only the job puts it there (:mod:`worker.wire.process_mark`). (3) A
 descendant is taken only if its parent is held and still alive *after* the child's stat was read:
 while the parent lives, its pid names it alone, so this is its child. (3) The kernel does not give
 pid S to a new process while any process still has session id S. A recorded process A that is
@@ -28,7 +38,7 @@ record, and is the very session the agent saw among its descendants: created by 
 and every member of a session is forked from its members. The weaker rule "session id S and
 created after the task started" would not do: once the task's session empties and its pid is
 free, a stranger may get pid S and call ``setsid``, and all of that session is younger than the
-task.
+task. Only a process that proved itself anchors a session: a record's session id is no proof.
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from worker.wire.process_identity import PinnedProcess, ProcStat, boot_id, snapshot
+from worker.wire.process_mark import carries, marked
+from worker.wire.safe_open import read_text, replace_file
 
 FORMAT_VERSION = 1
 #: How long :func:`kill_recorded` waits for the processes it killed to be gone.
@@ -49,6 +61,8 @@ KILL_WAIT_S = 5.0
 #: An upper bound on the search for relatives (it ends sooner: every process found is stopped).
 SEARCH_TIMEOUT_S = 5.0
 _POLL_S = 0.01
+#: Most bytes of a process table that are read (a record is about 50 bytes).
+MAX_TABLE_BYTES = 16 * 1024 * 1024
 
 
 class ProcessTableError(Exception):
@@ -69,16 +83,15 @@ def write_table(path: str | os.PathLike[str], processes: list[ProcStat]) -> None
     data = {"version": FORMAT_VERSION, "boot_id": boot_id(),
             "processes": [asdict(r) for r in records]}
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data, separators=(",", ":")))
-    os.replace(temporary, target)
+    # not synced: written every heartbeat, and a table from before a reboot is ignored anyway
+    replace_file(target, json.dumps(data, separators=(",", ":")).encode(), 0o600, sync=False)
 
 
 def read_table(path: str | os.PathLike[str]) -> list[Recorded]:
     """The processes recorded at ``path``: none if there is no file or it was written before the
     last boot; ProcessTableError if it cannot be read or is not a process table."""
     try:
-        text = Path(path).read_text()
+        text = read_text(path, MAX_TABLE_BYTES)  # not through a symlink, never a FIFO
     except FileNotFoundError:
         return []
     except (OSError, UnicodeDecodeError) as exc:
@@ -90,7 +103,7 @@ def read_table(path: str | os.PathLike[str]) -> list[Recorded]:
         records = [Recorded(int(r["pid"]), int(r["start_ticks"]), int(r["sid"]))
                    for r in data["processes"]]
         same_boot = data["boot_id"] == boot_id()
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
         raise ProcessTableError(f"{path} is not a process table: {exc!r}") from exc
     return records if same_boot else []
 
@@ -100,33 +113,80 @@ def remove_table(path: str | os.PathLike[str]) -> None:
     Path(path).unlink(missing_ok=True)
 
 
-def kill_recorded(path: str | os.PathLike[str]) -> list[int]:
-    """SIGKILL what the table at ``path`` names (see the module doc for what and why it is safe),
-    wait up to :data:`KILL_WAIT_S` for it to be gone, and return the pids killed. Nothing if there
-    is no table; ProcessTableError if it cannot be read."""
-    recorded = read_table(path)
+@dataclass(frozen=True)
+class Cleared:
+    """What :func:`kill_recorded` did: the pids it killed; how many live processes the table named
+    that did not prove to be the job's (left alone); why the table could not be read, if it
+    could not (the marked processes were killed all the same)."""
+
+    killed: list[int]
+    unproven: int = 0
+    problem: str | None = None
+
+
+def kill_recorded(path: str | os.PathLike[str], mark: str | None) -> Cleared:
+    """SIGKILL the processes of the job whose processes carry ``mark`` that the table at ``path``
+    names or that carry the mark (see the module doc for what and why it is safe), and wait up to
+    :data:`KILL_WAIT_S` for them to be gone. Without a mark nothing proves itself: nothing is
+    killed. Never raises for a missing or bad table."""
+    problem = None
+    try:
+        recorded = read_table(path)
+    except ProcessTableError as exc:
+        recorded, problem = [], str(exc)
     held: dict[int, PinnedProcess] = {}
+    unproven = 0
     try:
         for record in recorded:
             pinned = PinnedProcess.pin(record.pid, record.start_ticks)
-            if pinned is not None:
+            if pinned is None or pinned.pid in held:
+                pass
+            elif mark is not None and _proves(pinned, mark):
                 _hold(held, pinned)
+                continue
+            else:
+                unproven += 1
+            if pinned is not None:
+                pinned.close()
         anchors: dict[int, list[PinnedProcess]] = {}
         for record in recorded:
             if record.pid in held:
                 anchors.setdefault(record.sid, []).append(held[record.pid])
         deadline = time.monotonic() + SEARCH_TIMEOUT_S
-        while _hold_relatives(held, anchors) and time.monotonic() < deadline:
+        while (_hold_marked(held, mark) | _hold_relatives(held, anchors)) \
+                and time.monotonic() < deadline:
             pass
         for pinned in held.values():
             pinned.signal(signal.SIGKILL)
         deadline = time.monotonic() + KILL_WAIT_S
         while any(p.alive() for p in held.values()) and time.monotonic() < deadline:
             time.sleep(_POLL_S)
-        return sorted(held)
+        return Cleared(sorted(held), unproven, problem)
     finally:
         for pinned in held.values():
             pinned.close()
+
+
+def _proves(pinned: PinnedProcess, mark: str) -> bool:
+    """The pinned process carries ``mark``, read while it was that very process."""
+    return carries(pinned.pid, mark) and pinned.alive()
+
+
+def _hold_marked(held: dict[int, PinnedProcess], mark: str | None) -> bool:
+    """Hold every live process that carries ``mark``; True if any was found."""
+    if mark is None:
+        return False
+    found = False
+    for stat in marked(mark):
+        if stat.pid in held:
+            continue
+        pinned = PinnedProcess.pin(stat.pid, stat.start_ticks)
+        if pinned is not None and _proves(pinned, mark):
+            _hold(held, pinned)
+            found = True
+        elif pinned is not None:
+            pinned.close()
+    return found
 
 
 def _hold(held: dict[int, PinnedProcess], pinned: PinnedProcess) -> None:
@@ -174,23 +234,26 @@ class TableKeeper:
     starts, rewritten as its processes change, removed when it exits cleanly. Problems are told
     once, through ``say`` (the agent turns them into AgentError messages), never raised."""
 
-    def __init__(self, path: str, say: Callable[[str], None],
+    def __init__(self, path: str, mark: str | None, say: Callable[[str], None],
                  note: Callable[[str], None]) -> None:
         self.path = path
+        self.mark = mark
         self._say = say
         self._note = note
         self._failed = False
 
     def clear_leftovers(self) -> None:
-        """Kill what a dead agent recorded here, before this one starts anything."""
-        try:
-            killed = kill_recorded(self.path)
-        except ProcessTableError as exc:
-            self._say(f"{exc}; overwriting it")
-            return
-        if killed:
-            self._note(f"killed {len(killed)} processes that a previous agent left behind "
-                       f"(recorded in {self.path}): {killed}")
+        """Kill what a dead agent of this job left (recorded here, or carrying the job's mark),
+        before this one starts anything."""
+        cleared = kill_recorded(self.path, self.mark)
+        if cleared.problem is not None:
+            self._say(f"{cleared.problem}; overwriting it")
+        if cleared.unproven:
+            self._note(f"left alone {cleared.unproven} live processes listed in {self.path} that "
+                       "do not carry this run's mark (not started by this job)")
+        if cleared.killed:
+            self._note(f"killed {len(cleared.killed)} processes that a previous agent left "
+                       f"behind: {cleared.killed}")
 
     def record(self, processes: list[ProcStat]) -> None:
         try:

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from worker.wire.env import TF_CONFIG
+from worker.wire.env import PROCESS_MARK, TF_CONFIG
 from worker.wire.tfconfig import TaskId, TFConfig
 from worker.wire.version import PROTOCOL_VERSION, TFCLUSTER_VERSION
 
@@ -83,6 +83,10 @@ class Launch(Message):
     #: (:mod:`worker.wire.process_table`). Processes a dead agent left listed there are killed before
     #: any task starts; the coordinator calls ``kill_recorded`` on it when an agent dies.
     process_table: str | None = None
+    #: The mark the agent puts in the environment of every process it starts, and by which what
+    #: a dead agent left is known (:mod:`worker.wire.process_mark`); None: nothing is marked, and
+    #: nothing a dead agent left is killed.
+    process_mark: str | None = None
     #: Warm spares (``restart.warm_spares``): the modules each spare imports before it waits
     #: for the next attempt's launch (TensorFlow, then ``entrypoint.preload``); None: no spares.
     preload: list[str] | None = None
@@ -98,12 +102,13 @@ class Launch(Message):
     protocol_version: int = PROTOCOL_VERSION
 
     def task_env(self, task: TaskLaunch) -> dict[str, str]:
-        """The env overlay of one task, TF_CONFIG included."""
+        """The env overlay of one task, TF_CONFIG and the process mark included."""
+        mark = {} if self.process_mark is None else {PROCESS_MARK: self.process_mark}
         if not self.cluster:
-            return dict(task.env)
+            return {**task.env, **mark}
         config = TFConfig(cluster={k: tuple(v) for k, v in self.cluster.items()},
                           task=TaskId.parse(task.task))
-        return {**task.env, TF_CONFIG: config.to_json()}
+        return {**task.env, TF_CONFIG: config.to_json(), **mark}
 
 
 @dataclass(frozen=True)
@@ -201,6 +206,12 @@ class Progress(Message):
     step: int
     ts: float
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: Metrics the task left out of this report to keep it within its bound
+    #: (:data:`worker.wire.reports.MAX_PROGRESS_LINE_BYTES`).
+    dropped_metrics: int = 0
+    #: Earlier reports of the task this one replaced in the agent's queue while the coordinator's
+    #: end was backed up (their metrics are lost: :mod:`worker.agent.outbox`).
+    replaced_reports: int = 0
 
 
 @dataclass(frozen=True)

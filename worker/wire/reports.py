@@ -4,8 +4,10 @@ agent checks each line here (:func:`parse_report`), and the bootstrap shortens a
 
 A report line is one UTF-8 JSON object with a non-empty string ``kind``; its other fields are the
 report's data, nested at most :data:`MAX_DEPTH` deep. The kinds the agent acts on are checked field
-by field: ``progress`` needs an integer ``step`` and, if present, an object ``metrics``; ``error``
-needs a string ``traceback``. Any other kind (``ready``, ``restore_failed``, ...) is relayed as is.
+by field: ``progress`` needs an integer ``step`` from 0 to :data:`MAX_STEP` and, if present, an
+object ``metrics`` and the count ``dropped_metrics`` of metrics the sender left out to keep the line
+within :data:`MAX_PROGRESS_LINE_BYTES`; ``error`` needs a string ``traceback``. Any other kind
+(``ready``, ``restore_failed``, ...) is relayed as is.
 
 :func:`parse_report` returns a typed report or raises :class:`BadReport` saying why, and nothing
 else: whatever bytes a task writes, they cannot stop the agent.
@@ -34,6 +36,11 @@ class ReportKind(str, Enum):
 #: The longest report line the agent reads; a longer one is dropped whole. Only the fatal
 #: traceback comes near it, and the bootstrap shortens that to fit (:func:`fit_traceback`).
 MAX_REPORT_LINE_BYTES = 1024 * 1024
+#: ``worker.report`` keeps a progress line within this many bytes (about 1500 metrics with names of
+#: 40 characters); beyond it, it keeps the step and leaves out the metrics that do not fit.
+MAX_PROGRESS_LINE_BYTES = 128 * 1024
+#: The largest step a report may carry: TensorBoard (and TensorFlow) keep steps as int64.
+MAX_STEP = 2**63 - 1
 #: A traceback is kept to this many characters: its head and its last
 #: :data:`TRACEBACK_TAIL_CHARS`, where the exception's own line is.
 MAX_TRACEBACK_CHARS = 256 * 1024
@@ -53,6 +60,8 @@ class StepReport:
 
     step: int
     metrics: dict[str, Any]
+    #: Metrics the sender left out to keep the line within :data:`MAX_PROGRESS_LINE_BYTES`.
+    dropped_metrics: int = 0
 
 
 @dataclass(frozen=True)
@@ -89,7 +98,8 @@ def parse_report(raw: bytes) -> Report:
     if not isinstance(kind, str) or not kind:
         raise BadReport(f"'kind' must be a non-empty string, not {_show(kind)}")
     if kind == ReportKind.PROGRESS:
-        return StepReport(step=_step(message.get("step")), metrics=_metrics(message.get("metrics")))
+        return StepReport(step=_step(message.get("step")), metrics=_metrics(message.get("metrics")),
+                          dropped_metrics=_dropped(message.get("dropped_metrics", 0)))
     if kind == ReportKind.ERROR:
         traceback = message.get("traceback")
         if not isinstance(traceback, str):
@@ -99,11 +109,20 @@ def parse_report(raw: bytes) -> Report:
 
 
 def _step(value: object) -> int:
+    step: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
+        step = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        step = int(value)
+    if step is None or not 0 <= step <= MAX_STEP:
+        raise BadReport(f"progress 'step' must be an integer from 0 to 2**63-1, not {_show(value)}")
+    return step
+
+
+def _dropped(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STEP:
         return value
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    raise BadReport(f"progress 'step' must be an integer, not {_show(value)}")
+    raise BadReport(f"progress 'dropped_metrics' must be a count, not {_show(value)}")
 
 
 def _metrics(value: object) -> dict[str, Any]:

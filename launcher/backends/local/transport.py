@@ -21,6 +21,7 @@ from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
 from worker.wire.module_start import agent_argv
 from worker.wire.protocol import Launch, Message
+from worker.wire.safe_open import open_appending_bytes
 
 #: How long to wait for the agent's reader thread to deliver its last messages.
 CHANNEL_JOIN_S = 5.0
@@ -35,11 +36,12 @@ class LocalAgentHandle:
     stranger that reused a pid is never signalled."""
 
     def __init__(self, host: str, proc: subprocess.Popen[bytes], channel: AgentChannel,
-                 process_table: str | None) -> None:
+                 process_table: str | None, process_mark: str | None = None) -> None:
         self.host = host
         self._proc = proc
         self._channel = channel
         self._process_table = process_table
+        self._process_mark = process_mark
         self._closed = False
 
     @property
@@ -69,19 +71,21 @@ class LocalAgentHandle:
         return self._kill_leftovers()
 
     def _kill_leftovers(self) -> list[int]:
-        """What the agent recorded and did not end itself (it was killed, or hung)."""
+        """What the agent left and did not end itself (it was killed, or hung): processes of the
+        job it recorded or that carry its mark, never one that does not prove to be the job's."""
         if self._process_table is None:
             return []
-        from worker.wire.process_table import ProcessTableError, kill_recorded, remove_table
+        from worker.wire.process_table import kill_recorded, remove_table
 
-        try:
-            killed = kill_recorded(self._process_table)
-        except ProcessTableError as exc:
-            logger.warning("%s: %s", self.host, exc)
-            killed = []
+        cleared = kill_recorded(self._process_table, self._process_mark)
+        if cleared.problem is not None:
+            logger.warning("%s: %s", self.host, cleared.problem)
+        if cleared.unproven:
+            logger.warning("%s: left alone %d live processes listed in %s that do not carry this "
+                           "run's mark", self.host, cleared.unproven, self._process_table)
         with contextlib.suppress(OSError):
             remove_table(self._process_table)
-        return killed
+        return cleared.killed
 
 
 def launched(host: str, proc: subprocess.Popen[bytes], launch: Launch, sink: Sink,
@@ -95,7 +99,7 @@ def launched(host: str, proc: subprocess.Popen[bytes], launch: Launch, sink: Sin
     channel.start()
     if not sent:
         channel.send(launch)
-    return LocalAgentHandle(host, proc, channel, process_table)
+    return LocalAgentHandle(host, proc, channel, process_table, launch.process_mark)
 
 
 class LocalTransport:
@@ -117,7 +121,7 @@ class LocalTransport:
                                   "than this attempt's (a tfcluster bug: please report it)")
         if proc is None:
             sent = None
-            with log_path.open("ab") as log:
+            with open_appending_bytes(log_path) as log:
                 try:
                     proc = agent_popen(agent_argv(python), log)
                 except OSError as exc:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from launcher.backends.slurm.commands import SlurmError, slurm_command
+from launcher.errors import UsageError
 from worker.wire.env import DO_NOT_RESTART_EXIT_CODE
 
 #: tfcluster's exit code when the job should run again without some nodes (EX_TEMPFAIL).
@@ -30,6 +31,16 @@ EXIT_REQUEUE_WITHOUT_NODES = 75
 #: In the run directory: the nodes a resubmission excludes, comma-separated.
 EXCLUDE_FILE = "slurm-exclude-nodes"
 _JOB_ID = re.compile(r"^(\d+)")
+#: What ends a line of the script (or a C string): a value holding one would end its ``#SBATCH``
+#: comment, and bash would run the rest as a command of the batch script.
+_LINE_BREAKS = re.compile(r"[\n\r\x00\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+#: Each field of :class:`BatchRequest` as the user knows it, in the order they are checked (the
+#: current directory first: a relative ``--run-dir`` or SPEC lies under it).
+_NAMED = (("workdir", "the current directory (the job's --chdir)"), ("spec", "the SPEC path"),
+          ("run_dir", "--run-dir"), ("script", "the script path (beside --run-dir)"),
+          ("python", "the Python interpreter path"), ("job_name", "the job name"),
+          ("time", "--time"), ("partition", "--partition"), ("account", "--account"),
+          ("extra", "--sbatch-arg"))
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,26 @@ class BatchRequest:
     partition: str | None = None
     account: str | None = None
     extra: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Refuse a value that is not one line (UsageError naming it): the script quotes every
+        value for bash, but no quoting keeps a line break inside a ``#SBATCH`` comment."""
+        for name, said in _NAMED:
+            value = getattr(self, name)
+            for text in value if isinstance(value, tuple) else (value,):
+                if text is not None:
+                    one_line(said, str(text))
+
+
+def one_line(said: str, value: str) -> str:
+    """``value``, if it holds no line break, carriage return or NUL; else UsageError naming it."""
+    if _LINE_BREAKS.search(value) is None:
+        return value
+    shown = repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
+    fix = ("run tfcluster submit from a directory whose path is one line"
+           if said.startswith("the current directory") else "give it on one line")
+    raise UsageError(f"tfcluster submit: {said} holds a line break or NUL ({shown}), which would "
+                     f"end its line of the batch script; {fix}")
 
 
 def _directive(option: str, value: str | None = None) -> str:

@@ -31,6 +31,10 @@ from launcher.plan.planner import HostPlan
 from launcher.plan.pool import TooFewHosts
 from launcher.run.events import Event
 from launcher.spec.model import ClusterSpec
+from worker.wire.safe_open import read_text, replace_file
+
+#: Most bytes of the file of nodes to exclude that are read (a node name is short).
+_MAX_EXCLUDE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ class SlurmSession:
         except TooFewHosts as exc:
             previous = _read_excluded(run_dir)
             nodes = sorted({*previous, *exc.missing})
-            (run_dir / EXCLUDE_FILE).write_text(",".join(nodes) + "\n")
+            replace_file(run_dir / EXCLUDE_FILE, (",".join(nodes) + "\n").encode(), 0o644)
             print(f"tfcluster: {exc}: requeue the job without them (sbatch --exclude="
                   f"{','.join(sorted(exc.missing))}); wrote {run_dir / EXCLUDE_FILE}",
                   file=sys.stderr)
@@ -125,6 +129,7 @@ def _restart_count() -> int:
 
 def _read_excluded(run_dir: Path) -> list[str]:
     try:
-        return [n for n in (run_dir / EXCLUDE_FILE).read_text().strip().split(",") if n]
+        text = read_text(run_dir / EXCLUDE_FILE, _MAX_EXCLUDE_BYTES)  # never through a symlink
+        return [n for n in text.strip().split(",") if n]
     except OSError:
         return []

@@ -20,6 +20,7 @@ from launcher.backends.slurm.srun import agent_step_argv
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
 from worker.wire.protocol import Launch
+from worker.wire.safe_open import open_appending_bytes
 
 
 def step_argv(host: HostPlan, job: str) -> list[str]:
@@ -40,7 +41,7 @@ class StepTransport:
         argv = step_argv(host, launch.job)
         if self.srun is not None:
             argv[0] = self.srun
-        with log_path.open("ab") as log:
+        with open_appending_bytes(log_path) as log:
             log.write(f"tfcluster: {' '.join(argv)}\n".encode())
             log.flush()
             try:

@@ -14,6 +14,7 @@ from launcher.backends.slurm.placement import nodes_to_allocate
 from launcher.backends.slurm.sbatch import BatchRequest, batch_script, submit
 from launcher.errors import UsageError
 from launcher.spec.model import ClusterSpec
+from worker.wire.safe_open import replace_file
 
 
 class SlurmSubmitter:
@@ -50,7 +51,8 @@ class SlurmSubmitter:
     def schedule(self, request: BatchRequest) -> str:
         """Write the script beside the run directory and ``sbatch`` it; the job id."""
         Path(request.run_dir).mkdir(parents=True, exist_ok=True)
-        Path(request.script).write_text(batch_script(request))
+        # a fresh file renamed over the name: never written through a symlink planted there
+        replace_file(request.script, batch_script(request).encode(), 0o644)
         return submit(request.script)
 
 

@@ -34,6 +34,7 @@ from launcher.ssh.connector import SshConnector
 from launcher.ssh.deadline import Deadline
 from launcher.ssh.errors import RemoteCommandError
 from worker.wire.protocol import Hello, Launch, Message
+from worker.wire.safe_open import open_appending_bytes
 
 #: How long a started agent may take to say hello (python start-up on a busy host).
 HELLO_TIMEOUT_S = 30.0
@@ -58,7 +59,7 @@ class SshTransport:
     def start(self, host: HostPlan, launch: Launch, sink: Sink,
               log_path: Path) -> SshAgentHandle:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = log_path.open("ab", buffering=0)
+        log = open_appending_bytes(log_path)
         try:
             target = self.connector.target(self.endpoint(host.name))
             workdir = agent_workdir(host)

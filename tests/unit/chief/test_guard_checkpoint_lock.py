@@ -99,6 +99,9 @@ class LocalDirSftp:
     def stat(self, path: str) -> os.stat_result:
         return os.stat(path)
 
+    def lstat(self, path: str) -> os.stat_result:
+        return os.lstat(path)
+
 
 class Clock:
     def __init__(self, now: float = 1_000_000.0) -> None:

@@ -246,7 +246,7 @@ def test_the_keeper_probes_hosts_through_the_engine_without_any_task(tmp_path: P
 def test_summary_and_status_show_each_attempts_placement(tmp_path: Path) -> None:
     import json
 
-    from launcher.output.browse import status_lines
+    from launcher.output.run_status import status_lines
 
     run(tmp_path, pool_spec(["h1", "h2", "h3"]), steps(50), {0.5: lose("h2")})
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

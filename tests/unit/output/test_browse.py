@@ -7,13 +7,26 @@ import fcntl
 import io
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from launcher.errors import UsageError
-from launcher.output.browse import follow_log, log_path, status_lines
+from launcher.output.browse import follow_log, log_path
+from launcher.output.run_status import status_lines
+
+
+@pytest.fixture
+def live_coordinator(tmp_path: Path) -> Iterator[None]:
+    """The run's lock held, as a live coordinator holds it (``logs -f`` follows while it is)."""
+    fd = os.open(tmp_path / ".tfcluster-run.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_run(run: Path, events: list[dict[str, Any]], logs: dict[str, str] | None = None) -> None:
@@ -70,7 +83,10 @@ def test_a_run_nobody_holds_lost_its_coordinator(tmp_path: Path) -> None:
     (tmp_path / ".tfcluster-run.lock").write_text("12345\n")
     first = status_lines(tmp_path, now=400.0)[0]
     assert first.startswith("job demo: not running: its coordinator is gone (last event 289s ago")
-    assert f"tfcluster run --resume {tmp_path}" in first
+    assert "it cannot be resumed (spec.json is missing" in first  # as --resume would say
+    (tmp_path / "spec.json").write_text(json.dumps({"format": 1, "base_dir": "/", "spec": {}}))
+    assert f"continue it with tfcluster run --resume {tmp_path}" in \
+        status_lines(tmp_path, now=400.0)[0]
 
 
 def test_a_finished_run_reads_its_summary(tmp_path: Path) -> None:
@@ -100,6 +116,7 @@ def test_logs_default_to_the_first_task_of_the_latest_attempt(tmp_path: Path) ->
         log_path(tmp_path, "worker:1", None)
 
 
+@pytest.mark.usefixtures("live_coordinator")
 def test_follow_prints_what_is_added_moves_to_the_next_attempt_and_stops_at_the_end(
         tmp_path: Path) -> None:
     write_run(tmp_path, EVENTS[:3], {"attempt-0/worker-0.log": "one\n"})
@@ -123,6 +140,7 @@ def test_follow_prints_what_is_added_moves_to_the_next_attempt_and_stops_at_the_
     assert "attempt 1 started: following" in err.getvalue()
 
 
+@pytest.mark.usefixtures("live_coordinator")
 def test_follow_waits_for_a_task_that_has_not_written_yet(tmp_path: Path) -> None:
     """``logs -f`` right after the job started: worker:0 has printed nothing, so has no log."""
     write_run(tmp_path, EVENTS[:3], {"attempt-0/worker-1.log": "other\n"})
@@ -142,6 +160,7 @@ def test_follow_waits_for_a_task_that_has_not_written_yet(tmp_path: Path) -> Non
     assert out.getvalue() == "first\n"
 
 
+@pytest.mark.usefixtures("live_coordinator")
 def test_follow_of_a_task_the_job_does_not_have_says_so_at_once(tmp_path: Path) -> None:
     write_run(tmp_path, EVENTS[:3], {"attempt-0/worker-0.log": "one\n"})
 

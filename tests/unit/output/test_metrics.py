@@ -29,7 +29,9 @@ def test_reports_go_to_jsonl_and_one_tensorboard_run_per_task(tmp_path: Path) ->
     assert len(lines) == summary["reports"] == 32
     assert lines[0] == {"ts": 1.0, "attempt": 0, "task": "chief:0", "step": 1,
                         "metrics": {"loss": 1.0, "note": "text is kept, not plotted"}}
-    assert summary["dropped"] == {"queue_full": 0, "size_cap": 0, "write_error": 0}
+    assert summary["dropped"] == {"queue_full": 0, "size_cap": 0, "write_error": 0,
+                                  "bad_value": 0, "metrics_over_size": 0, "replaced": 0}
+    assert summary["dropped_why"] == []
     board = tmp_path / "tensorboard"
     assert sorted(p.name for p in board.iterdir()) == ["chief-0", "job", "worker-1"]
     for run in ("chief-0", "worker-1"):

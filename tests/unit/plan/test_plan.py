@@ -395,6 +395,7 @@ def test_launch_message_carries_the_tasks_of_that_host_only() -> None:
     spec = remote_spec(health={"heartbeat_interval_s": 0.5, "grace_period_s": 7})
     launch_plan = make_plan(spec, attempt=1)
     seen: list[str] = []
+    marks: set[str | None] = set()
     for host in launch_plan.hosts:
         message = launch_plan.launch_message(host)
         assert (message.job, message.attempt) == ("digits", 1)
@@ -403,14 +404,18 @@ def test_launch_message_carries_the_tasks_of_that_host_only() -> None:
         for sent, task in zip(message.tasks, host.tasks, strict=True):
             assert launch_plan.host_of(task.task) == host
             assert sent.argv == list(task.argv)
-            assert message.task_env(sent) == dict(task.env)  # TF_CONFIG rebuilt by the agent
+            # TF_CONFIG rebuilt by the agent, and the mark of this run and host added
+            assert message.process_mark is not None
+            assert message.task_env(sent) == {**task.env, env.PROCESS_MARK: message.process_mark}
             assert "TF_CONFIG" not in sent.env  # the cluster travels once, not once per task
             assert sent.cwd == task.cwd
         assert decode_command(message.encode()) == message
         assert isinstance(message, Launch)
+        marks.add(message.process_mark)
         seen += [t.task for t in message.tasks]
     assert sorted(seen) == sorted(str(t.task) for t in launch_plan.tasks)
     assert len(seen) == len(set(seen))
+    assert len(marks) == len(launch_plan.hosts)  # one host's agent never takes another's
 
 
 def test_tf_config_never_appears_in_argv() -> None:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
@@ -46,3 +47,16 @@ def test_the_quick_run_writes_every_section(tmp_path: Path) -> None:
     assert "over SSH: skipped (--skip-ssh)" in text
     assert "| 8 |" in text  # the launch table has its N = 8 row
     assert "None: no process with BENCH_RUN_ALL_MARKER" in text
+    assert marked_processes() == []  # and not only by the report's word
+
+
+def marked_processes() -> list[int]:
+    """Every living process that carries the benchmark's marker variable, looked up in /proc."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if "BENCH_RUN_ALL_MARKER" in process.environ():
+                found.append(process.pid)
+        except psutil.Error:
+            continue  # gone, or not ours to read
+    return found

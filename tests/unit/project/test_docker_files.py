@@ -18,11 +18,11 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import pytest
 import yaml
 
 from launcher.spec.loading import load_spec
 from launcher.spec.model import ClusterSpec
+from tests.support.tiers import require
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCKER = ROOT / "docker"
@@ -266,9 +266,9 @@ def test_sshd_config_allows_keys_of_user_tfc_only() -> None:
     assert "/etc/ssh/authorized_keys/tfc" in entry and "/etc/ssh/host_keys/" in entry
 
 
-@pytest.mark.skipif(not os.access(SSHD, os.X_OK) or shutil.which("ssh-keygen") is None,
-                    reason=f"{SSHD} not installed (openssh-server)")
 def test_sshd_accepts_the_image_config(tmp_path: Path) -> None:
+    require(os.access(SSHD, os.X_OK) and shutil.which("ssh-keygen") is not None,
+            f"{SSHD} not installed (openssh-server)")
     key = tmp_path / "host_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
@@ -283,9 +283,9 @@ def test_sshd_accepts_the_image_config(tmp_path: Path) -> None:
     assert effective["authenticationmethods"] == ["publickey"]
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ssh-keygen") is None,
-                    reason="the entrypoint installs files owned by root (needs root, ssh-keygen)")
 def test_entrypoint_installs_the_mounted_key_and_keeps_its_host_key(tmp_path: Path) -> None:
+    require(os.geteuid() == 0 and shutil.which("ssh-keygen") is not None,
+            "the entrypoint installs files owned by root (needs root, ssh-keygen)")
     mounted, authorized = tmp_path / "mounted.pub", tmp_path / "authorized_keys"
     host_key = tmp_path / "host_keys" / "ssh_host_ed25519_key"
     host_key.parent.mkdir()

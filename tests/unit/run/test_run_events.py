@@ -140,15 +140,19 @@ def test_two_classes_may_not_claim_one_name() -> None:
             TYPE: ClassVar[str] = EventType.JOB_STARTED
 
 
-def test_a_torn_last_line_is_skipped_only_when_asked(tmp_path: Path) -> None:
+def test_a_torn_last_line_is_skipped_and_a_line_that_is_no_event_only_when_asked(
+        tmp_path: Path) -> None:
     written(tmp_path, [JobSucceeded("j", 1)])
     with (tmp_path / "events.jsonl").open("a") as handle:
-        handle.write('{"ts": 101.0, "event": "job_fa')
-    with pytest.raises(json.JSONDecodeError):
+        handle.write('{"ts": 101.0, "event": "job_fa')  # what a crash mid-write leaves
+    assert [e.event for e in read_logged(tmp_path / "events.jsonl")] == [JobSucceeded("j", 1)]
+    assert read_logged(tmp_path / "events.jsonl", torn_ok=True, only=[TaskStarted]) == []
+    with (tmp_path / "events.jsonl").open("a") as handle:
+        handle.write("\n[1]\n")
+    with pytest.raises(ValueError, match=r"events.jsonl:3: not an event \(a JSON list"):
         read_logged(tmp_path / "events.jsonl")
     assert [e.event for e in read_logged(tmp_path / "events.jsonl", torn_ok=True)] == \
         [JobSucceeded("j", 1)]
-    assert read_logged(tmp_path / "events.jsonl", torn_ok=True, only=[TaskStarted]) == []
 
 
 def test_the_summary_takes_the_sections_others_add(tmp_path: Path) -> None:

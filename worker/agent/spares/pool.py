@@ -46,7 +46,8 @@ __all__ = ["SELECTOR_DATA", "LaunchedSpare", "NoSpare", "Spare", "SpareEvent", "
 
 #: The ``data`` of every selector key the pool registers.
 SELECTOR_DATA = "spare"
-#: How long :meth:`SparePool.launch` waits for a spare to take its launch.
+#: How long :meth:`SparePool.launch` waits for a running spare to take its launch (a stopped one
+#: is given up at once: :meth:`Spare.stopped`).
 LAUNCH_TIMEOUT_S = 5.0
 #: How long :meth:`SparePool.close` waits for its killed spares to end.
 CLOSE_TIMEOUT_S = 5.0
@@ -162,6 +163,8 @@ class SparePool:
         argv = module_argv(fit.python, "worker.runtime.spare", "--preload", ",".join(preload), "--",
                            *task.argv[3:])
         environ = {**env.without_own(os.environ), **env.without_own(task.env)}
+        if (mark := task.env.get(env.PROCESS_MARK)) is not None:  # the spare is the job's too
+            environ[env.PROCESS_MARK] = mark
         try:
             spare = Spare.start(task.task, argv, environ, fit.cwd, preload)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
@@ -210,6 +213,8 @@ class SparePool:
             spare.read_channel()  # news it sent since the last turn of the loop
         if spare.state is SpareState.READY and not spare.alive():
             spare.fail("died while it waited")
+        elif spare.state is SpareState.READY and spare.stopped():  # it would never answer
+            spare.fail("was stopped (SIGSTOP) while it waited")
         if spare.state is SpareState.FAILED:
             self._discard(spare, "failed")
             return NoSpare(task.task, f"its spare {spare.pid} {spare.why()}")

@@ -37,7 +37,10 @@ from worker.agent.lines import LineBuffer
 from worker.agent.task_process import MAX_AGENT_ERROR_CHARS, REPORT, STDERR, STDOUT
 from worker.runtime.spare import SPARE_FD, ChannelError, ChannelKind, decode, encode
 from worker.wire import env
+from worker.wire.process_identity import read_stat
 
+#: How often a spare that has not answered its launch yet is looked at: a stopped one never will.
+STOP_CHECK_S = 0.05
 #: How much a spare may say before its launch (one ``ready`` or ``failed`` line).
 MAX_CHANNEL_LINE_BYTES = 64 * 1024
 _READ_BYTES = 64 * 1024
@@ -198,13 +201,21 @@ class Spare:
         try:
             channel.sendall(message)
             while True:
-                chunk = channel.recv(_READ_BYTES)
+                channel.settimeout(min(max(deadline - time.monotonic(), 0.001), STOP_CHECK_S))
+                try:
+                    chunk = channel.recv(_READ_BYTES)
+                except TimeoutError:
+                    if self.stopped():
+                        raise ChannelError("was stopped (SIGSTOP) before it answered its "
+                                           "launch") from None
+                    if time.monotonic() < deadline:
+                        continue
+                    raise
                 if not chunk:
                     raise ChannelError("it ended instead of answering its launch")
                 lines = self._lines.feed(chunk)
                 if lines:
                     return decode(lines[0])
-                channel.settimeout(max(deadline - time.monotonic(), 0.001))
         except TimeoutError as exc:
             raise ChannelError(f"no answer to its launch within {timeout_s:g}s") from exc
         except OSError as exc:
@@ -250,6 +261,11 @@ class Spare:
         poller = select.poll()
         poller.register(self._pidfd, select.POLLIN)
         return not poller.poll(0)
+
+    def stopped(self) -> bool:
+        """It is stopped (SIGSTOP, SIGTSTP, a debugger): it would answer nothing until continued."""
+        stat = read_stat(self.pid) if self.alive() else None
+        return stat is not None and stat.state in ("T", "t") and self.alive()
 
     def kill(self) -> None:
         """SIGKILL the spare, only if it is provably still this process (see the module doc)."""
