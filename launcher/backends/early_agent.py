@@ -28,9 +28,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from launcher.backends.agent_log import AgentLog
 from worker.wire.env import without_own
 from worker.wire.module_start import agent_argv
-from worker.wire.safe_open import open_appending_bytes
 
 if TYPE_CHECKING:
     from worker.wire.protocol import Launch
@@ -90,7 +90,7 @@ class EarlyAgent:
         if python != self.python or proc.poll() is not None or proc.stderr is None:
             end_agent(proc)
             return None
-        log = open_appending_bytes(log_path)
+        log = AgentLog(log_path)
         threading.Thread(target=_copy, args=(proc.stderr, log), name="agent-log",
                          daemon=True).start()
         return proc
@@ -116,8 +116,7 @@ def end_agent(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def _copy(source: BinaryIO, log: BinaryIO) -> None:
+def _copy(source: BinaryIO, log: AgentLog) -> None:
     with source, log:
         for chunk in iter(lambda: source.read1(65536), b""):  # type: ignore[attr-defined]
             log.write(chunk)
-            log.flush()

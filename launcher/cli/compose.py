@@ -22,6 +22,7 @@ from launcher.cli.start import engine_options, fresh_run_dir, planner_for
 from launcher.job.coordinator import Coordinator
 from launcher.job.resume import FRESH, Resumption
 from launcher.job.state import JobState
+from launcher.job.suspend import Suspender
 from launcher.output.console import HOLD_S, Console
 from launcher.output.status import PlainStatus, StatusBoard
 from launcher.run.directory import RunDir
@@ -100,6 +101,7 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, backend: Backend, *,
                               start=resumed.start if resumed else FRESH)
     handled = (*_HANDLED_SIGNALS, *session.stop_signals)
     previous = {sig: signal.signal(sig, coordinator.interrupt) for sig in handled}
+    previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, Suspender(coordinator.agents, console))
     # Everything imported and built so far lives as long as the job: keep the garbage
     # collector from scanning it over and over (its full passes were the coordinator's largest
     # CPU cost while it watched 64 tasks); it may have been off while tfcluster started.

@@ -15,7 +15,7 @@ from launcher.drill.session import Plan, run_with_faults
 from launcher.drill.suite import is_suite, load_suite
 from launcher.errors import UsageError
 from launcher.job.hooks import AttemptHooks
-from launcher.run.directory import default_run_dir
+from launcher.run.directory import new_run_dir
 from launcher.spec.errors import SpecError
 from launcher.spec.model import ClusterSpec
 
@@ -94,7 +94,9 @@ def cmd_drill(args: argparse.Namespace, load_for_run: Callable[[argparse.Namespa
 
 
 def _run_dir(args: argparse.Namespace, name: str) -> Path:
-    return Path(args.run_dir or default_run_dir(f"drill-{name}")).absolute()
+    """``--run-dir``, else a new ``runs/drill-<job>-<stamp>`` claimed with ``mkdir`` (drills
+    started at the same moment each get their own)."""
+    return Path(args.run_dir or new_run_dir(f"drill-{name}")).absolute()
 
 
 def _baseline_from(args: argparse.Namespace) -> Path | None:

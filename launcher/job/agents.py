@@ -22,7 +22,7 @@ from launcher.backends.engine import Backend
 from launcher.backends.version_check import VersionMismatch
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan, LaunchPlan
-from worker.wire.protocol import Message, Output, Ping, Terminate
+from worker.wire.protocol import Message, Output, Pause, Ping, Terminate
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,7 @@ class AgentSet:
         self._confirmed: set[str] = set()  # confirmed this attempt's teardown
         self._silent: set[str] = set()  # lost by silence: ended without waiting
         self.started = 0  # agents started over the job (a reused one counts once)
+        self.pausing = False  # tfcluster is being stopped (Ctrl-Z): no ping
 
     @property
     def starting(self) -> bool:
@@ -166,9 +167,21 @@ class AgentSet:
         self._confirmed.add(host)
 
     def ping(self) -> None:
-        """Tell every agent we are alive, so a partitioned agent can stop its tasks itself."""
-        for host in self._open:
-            self.handles[host].send(Ping())
+        """Tell every agent we are alive, so a partitioned agent can stop its tasks itself (not
+        while tfcluster is being stopped: a ping then would undo the pause)."""
+        if not self.pausing:
+            for host in list(self._open):
+                self.handles[host].send(Ping())
+
+    def pause(self) -> None:
+        """Tell every agent that tfcluster is about to stop (Ctrl-Z): until they hear from it
+        again, its silence is no loss. From any thread; :meth:`resumed` once it runs again."""
+        self.pausing = True
+        for host in list(self._open):
+            self.handles[host].send(Pause())
+
+    def resumed(self) -> None:
+        self.pausing = False
 
     def send(self, host: str, message: Message) -> bool:
         """Send to one host's agent; False when it is not up (or never will be)."""

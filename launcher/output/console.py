@@ -32,6 +32,8 @@ _LEVELS = {"say": ("1", "bold"), "warn": ("33", "yellow"), "error": ("31", "red"
 _RESET = "\033[0m"
 #: A task line longer than this is cut on the console (the task log keeps it whole).
 MAX_LINE_CHARS = 1000
+#: How long output queued for the terminal may take to be written before a Ctrl-Z stops tfcluster.
+STOP_FLUSH_S = 0.5
 #: How long ``tfcluster run`` holds task output back (see :mod:`launcher.output.held`).
 HOLD_S = 0.5
 
@@ -177,6 +179,19 @@ class Console:
             colour = self.colour and _wants_colour(self.err)
             label = f"\033[{code}mtfcluster:{_RESET}" if colour else "tfcluster:"
             self._err.write("".join(f"{label} {line}\n" for line in text.splitlines() or [""]))
+
+    def before_stop(self) -> None:
+        """tfcluster is about to stop (Ctrl-Z): what is queued is shown (briefly waited for) and
+        the live view gives the shell its cursor back."""
+        if self._rich is not None:
+            self._rich.show_cursor(True)
+        self._out.flush(STOP_FLUSH_S)
+        self._err.flush(STOP_FLUSH_S)
+
+    def after_stop(self) -> None:
+        """tfcluster runs again (``fg``): the live view hides the cursor again."""
+        if self._rich is not None:
+            self._rich.show_cursor(False)
 
     @property
     def dropped_lines(self) -> int:

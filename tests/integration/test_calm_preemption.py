@@ -30,8 +30,10 @@ assert watcher.should_stop(1)
 thread = watcher._thread
 thread.join(1.0)  # a watchdog that is done with the notice (it used to close its pipe here)
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGTERM):
-    os.kill(os.getpid(), sig)
-    time.sleep(0.05)  # let the C handler write and the interpreter report
+    # the C handler writes to the wakeup fd inside raise(); raise_signal then runs the Python
+    # handlers before it returns, and a failed write's report (a pending call) runs at the next
+    # check of the interpreter's eval breaker: this loop's jump back, or the call below
+    signal.raise_signal(sig)
 watcher.uninstall()
 thread.join(5.0)
 print("watchdog alive after uninstall:", thread.is_alive())

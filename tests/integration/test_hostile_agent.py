@@ -7,7 +7,6 @@ the job nothing."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from tests.support.agent_harness import CHILD, agent, gone, wait_for
 from tests.support.jobs import (
     by,
     fake_spec,
+    latest_step,
     running,
     wait_for_checkpoint,
     wait_until_gone,
@@ -233,14 +233,6 @@ def test_a_job_survives_its_coordinator_stopped_longer_than_the_heartbeat_timeou
     assert "lost contact" not in job.stderr and "sent nothing" not in job.stderr
     log = (tmp_path / "run" / "agents" / f"{HOST}.log").read_text()
     assert "it is stopped (Ctrl-Z?), not gone" in log, log
-
-
-def latest_step(checkpoints: Path) -> int:
-    """The step of the chief's latest checkpoint (0: none yet)."""
-    state = checkpoints / "checkpoint"
-    text = state.read_text() if state.exists() else ""
-    found = re.search(r'^model_checkpoint_path: "ckpt-(\d+)"', text, re.MULTILINE)
-    return int(found.group(1)) if found else 0
 
 
 def test_a_job_whose_agent_is_killed_right_after_the_launch_leaves_no_process(

@@ -1,20 +1,27 @@
 """The supervision guarantees of tests/integration/test_supervision.py over a real SSH connection:
-a remote stranger with an exited task's pid is left alone, and the grandchildren a SIGKILLed remote
-agent left are killed by the next agent on that host before it starts the next attempt."""
+a remote stranger with an exited task's pid is left alone, the grandchildren a SIGKILLed remote
+agent left are killed by the next agent on that host before it starts the next attempt, and a
+Ctrl-Z of tfcluster longer than the heartbeat timeout is survived by its remote tasks."""
 
 from __future__ import annotations
 
 import os
 import pwd
+import re
+import signal
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from launcher.plan.planner import remote_process_table
 from tests.ssh.remote import SSH_HOST, SshSetup, processes_with
+from tests.ssh.sshd import free_port
 from tests.support import supervision as sv
-from tests.support.jobs import by, running, write_spec
+from tests.support.jobs import by, latest_step, running, wait_for_checkpoint, write_spec
 from tests.support.tiers import require
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(120)]
 
@@ -44,3 +51,40 @@ def test_the_next_agent_kills_what_a_killed_remote_agent_left(tmp_path: Path,
         assert job.wait() == 0, job.stderr  # lost host, then attempt 1 succeeds
         assert sv.alive_pids(orphans) == []
         assert job.wait_event(by("task_failed", attempt=0))["kind"] == "lost_host"
+
+
+def test_remote_tasks_go_on_through_a_ctrl_z_longer_than_the_heartbeat_timeout(
+        tmp_path: Path, ssh: SshSetup) -> None:
+    """The remote agent cannot see its coordinator stopped: tfcluster tells it before it stops."""
+    timeout_s = 1.5
+    checkpoints = tmp_path / "ckpt"
+    spec = ssh.spec("sshsuspend", args=["--steps", "300", "--step-time", "0.02",
+                                        "--checkpoint-every", "10"],
+                    tasks=[{"type": t, "host": SSH_HOST, "port": free_port()}
+                           for t in ("chief", "worker")],
+                    checkpoint={"dir": str(checkpoints)},
+                    health={"grace_period_s": 3, "heartbeat_interval_s": 0.2,
+                            "heartbeat_timeout_s": timeout_s})
+    with running(["run", str(write_spec(tmp_path, spec))], tmp_path / "run", tmp_path) as job:
+        job.wait_event(by("task_progress"))
+        job.proc.send_signal(signal.SIGTSTP)  # what Ctrl-Z sends a foreground tfcluster
+        wait_until(lambda: stopped(job.proc.pid), 10, "tfcluster stopped")
+        stopped_at = time.monotonic()
+        try:  # well past the heartbeat timeout, the remote tasks still go on: they save again
+            wait_until(lambda: time.monotonic() > stopped_at + 2 * timeout_s, 10,
+                       "twice the heartbeat timeout")
+            wait_for_checkpoint(checkpoints, latest_step(checkpoints) + 20, job, timeout=30)
+            assert stopped(job.proc.pid), "tfcluster ran meanwhile"
+        finally:
+            job.proc.send_signal(signal.SIGCONT)  # fg
+        assert job.wait(60) == 0, job.stderr
+        events = job.events()
+    assert [e for e in events if e["event"] in ("task_failed", "job_restarting")] == []
+    assert {e["attempt"] for e in events if e["event"] == "task_started"} == {0}
+    assert re.search(r"tfcluster: stopped for \d+s \(Ctrl-Z\); the tasks went on", job.stderr), job.stderr
+    log = (tmp_path / "run" / "agents" / f"{SSH_HOST}.log").read_text()
+    assert "being stopped (Ctrl-Z)" in log and "runs again" in log, log
+
+
+def stopped(pid: int) -> bool:
+    return psutil.Process(pid).status() == psutil.STATUS_STOPPED

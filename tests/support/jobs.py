@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -152,6 +153,14 @@ def wait_for_checkpoint(directory: Path, step: int, job: Job, timeout: float = 3
         if job.proc.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"no ckpt-{step} in {directory}; stderr:\n{job.stderr}")
         time.sleep(0.01)  # polling the directory for the file; not synchronisation by time
+
+
+def latest_step(checkpoints: Path) -> int:
+    """The step of the chief's latest checkpoint in ``checkpoints`` (0: none yet)."""
+    state = checkpoints / "checkpoint"
+    text = state.read_text() if state.exists() else ""
+    found = re.search(r'^model_checkpoint_path: "ckpt-(\d+)"', text, re.MULTILINE)
+    return int(found.group(1)) if found else 0
 
 
 def run_status(run_dir: Path) -> str:

@@ -9,8 +9,11 @@ after ``fg`` (SIGCONT), and a job must survive a suspend it can survive.
 An agent that shares a host with its coordinator is its child (the local engine starts it), so it
 can see that state: ``/proc/PPID/stat`` says ``T`` (stopped) or ``t`` (stopped by a tracer). While
 it does, the silence does not count; once the coordinator runs again it has a whole timeout to be
-heard from. An agent reached over SSH cannot see the coordinator's state (its parent is sshd or a
-shell), so for it a stop longer than the timeout is a loss, as a partition is (see the README).
+heard from. An agent reached over SSH or as a Slurm step cannot see the coordinator's state, so
+the coordinator says it before Ctrl-Z stops it (a :class:`~worker.wire.protocol.Pause`): until it
+is heard from again, only the end of its connection ends the tasks (the coordinator killed, or
+its machine gone for TCP). A stop it cannot announce (SIGSTOP, a paused VM) is, for a remote agent,
+a silence like a partition's (see the README).
 """
 
 from __future__ import annotations
@@ -37,16 +40,23 @@ class CoordinatorSilence:
     def __init__(self, now: float, note: Callable[[str], None]) -> None:
         self.heard_at = now
         self.stopped = False  # it was stopped when last looked at
+        self.paused = False  # it said it was about to stop, and nothing since
         self._note = note
 
-    def heard(self, now: float) -> None:
+    def heard(self, now: float, *, paused: bool = False) -> None:
+        if paused and not self.paused:
+            self._note("the coordinator is being stopped (Ctrl-Z): its tasks go on until it runs "
+                       "again or its connection ends")
+        elif self.paused and not paused:
+            self._note("the coordinator runs again")
         self.heard_at = now
         self.stopped = False
+        self.paused = paused
 
     def gone(self, timeout_s: float | None, now: float) -> bool:
         """True once the coordinator has been silent for ``timeout_s`` (None: never) while it was
         not stopped."""
-        if timeout_s is None:
+        if timeout_s is None or self.paused:
             return False
         if self.stopped or now >= self.heard_at + timeout_s:
             if parent_stopped():
@@ -62,6 +72,6 @@ class CoordinatorSilence:
 
     def wake_at(self, timeout_s: float | None) -> float | None:
         """When :meth:`gone` must be asked next (None: never)."""
-        if timeout_s is None:
+        if timeout_s is None or self.paused:
             return None
         return self.heard_at + (min(timeout_s, RECHECK_S) if self.stopped else timeout_s)

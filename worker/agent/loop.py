@@ -4,33 +4,31 @@ It says hello and reads a :class:`~worker.wire.protocol.Launch` from stdin (one 
 tfcluster version is refused before anything starts: :mod:`worker.agent.greeting`), kills whatever
 a dead predecessor left in the launch's process table (:mod:`worker.wire.process_table`), starts
 every task of this host in its own session (when, :mod:`worker.agent.task_starts` decides: from a
-warm spare, or a few cold starts at a time), and then runs one event loop (a selector, no polling) over:
+warm spare, :mod:`worker.agent.spares.warm_starts`, or a few cold starts at a time), then one event
+loop (a selector, no polling) over:
 
 - the tasks' stdout / stderr / report pipes: one bounded read per pipe and turn, relayed as
   ``output`` / ``progress`` / ``report`` within each stream's budget (:mod:`worker.agent.task_process`);
 - ``SIGCHLD`` (through the signal wakeup fd): exits are reaped and reported the moment they happen;
-- stdin: ``signal``, ``dump_stacks``, ``stop_task`` / ``start_task`` (one task alone), ``terminate``
-  commands, and EOF, which means the coordinator is gone (it died or the SSH connection dropped):
-  every task's whole tree is killed (:mod:`worker.agent.teardown`) and the agent exits;
+- stdin: the coordinator's commands (``ping`` / ``pause``: :mod:`worker.agent.coordinator_silence`),
+  and EOF, which means the coordinator is gone (it died or the SSH connection dropped): every
+  task's whole tree is killed (:mod:`worker.agent.teardown`) and the agent exits;
 - between attempts, the next ``launch``: an attempt ends with a ``terminate``, which the agent
   confirms with ``terminated`` once every task tree is gone; the coordinator sends the next launch
   only after that, so every message of one attempt comes before any of the next;
 - stdout, while the :class:`~worker.agent.outbox.Outbox` holds messages the coordinator has not taken.
 
-Nothing holds the loop up (a task flooding its output, a coordinator that stops reading), nothing a
-task writes can raise out of it, and only processes provably this agent's are ever signalled
-(:mod:`worker.agent.process_tree`). Protocol messages go to the agent's *original* stdout; fd 1 is
-pointed at stderr. Warm spares: :mod:`worker.agent.spares.warm_starts`.
+Nothing holds the loop up (a task flooding its output, a coordinator that stops reading), nothing
+a task writes can raise out of it, only processes provably this agent's are ever signalled
+(:mod:`worker.agent.process_tree`). Protocol messages go to the original stdout; fd 1 is stderr.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import selectors
 import signal
 import socket
-import sys
 import time
 from collections.abc import Callable
 
@@ -38,6 +36,7 @@ from worker.agent import host_memory, process_tree, reaping
 from worker.agent.command_input import CommandInput
 from worker.agent.coordinator_silence import CoordinatorSilence
 from worker.agent.greeting import greet
+from worker.agent.notes import note
 from worker.agent.oom_evidence import MemoryEvidence, OomWatch
 from worker.agent.outbox import Outbox
 from worker.agent.single_tasks import SingleStops
@@ -55,6 +54,7 @@ from worker.wire.protocol import (
     Heartbeat,
     Launch,
     Message,
+    Pause,
     Ping,
     Progress,
     ProtocolError,
@@ -98,7 +98,7 @@ class Agent:
         self.stops = SingleStops()  # tasks stopped alone (StopTask)
         self.oom = OomWatch()
         self.next_heartbeat = self.next_record = 0.0
-        self.silence = CoordinatorSilence(time.monotonic(), _note)
+        self.silence = CoordinatorSilence(time.monotonic(), note)
 
     @property
     def interval(self) -> float:
@@ -210,8 +210,7 @@ class Agent:
             self.relay(task, lambda: task.read(fd))
 
     def reap(self) -> None:
-        """Collect every exited child: tasks are reported (what the kernel says of a SIGKILL is
-        read before the zombie goes), adopted orphans just vanish."""
+        """Collect every exited child: tasks are reported (a SIGKILL's cause read first), orphans vanish."""
         while (exit_ := reaping.next_exit()) is not None:
             task = self.by_pid.pop(exit_[0], None)
             memory = None if task is None else self.oom.evidence(*exit_)
@@ -248,7 +247,8 @@ class Agent:
         except ProtocolError as exc:
             self.outbox.put(AgentError(message=f"bad command: {exc}"[:MAX_AGENT_ERROR_CHARS]))
             return
-        if isinstance(command, Ping):
+        if isinstance(command, Ping | Pause):
+            self.silence.heard(time.monotonic(), paused=isinstance(command, Pause))
             return
         if isinstance(command, Terminate):
             self.starts.drop()
@@ -295,7 +295,7 @@ class Agent:
             self.start_due()
         silence = self.launch.coordinator_timeout_s if self.launch else None
         if not self.input_closed and self.silence.gone(silence, now):  # a stop is no silence
-            _note(f"no word from the coordinator for {silence:g}s; stopping every task")
+            note(f"no word from the coordinator for {silence:g}s; stopping every task")
             self.selector.unregister(self.commands_fd)
             self._coordinator_lost()
         if self.teardown.step(now):
@@ -359,7 +359,7 @@ class Agent:
         launch, commands = first
         if launch.process_table is not None:  # "~/..." names a path in this host's home
             self.table = process_table.TableKeeper(
-                os.path.expanduser(launch.process_table), launch.process_mark, note=_note,
+                os.path.expanduser(launch.process_table), launch.process_mark, note=note,
                 say=lambda text: self.outbox.put(AgentError(message=text)))
             self.table.clear_leftovers()
         self.launch = launch
@@ -389,10 +389,3 @@ class Agent:
             self.table.remove()
         self.outbox.flush(EXIT_FLUSH_S)
         return 0
-
-
-def _note(text: str) -> None:
-    """A line for the agent's log (stderr); never an error, even if the log is not writable."""
-    with contextlib.suppress(OSError):
-        sys.stderr.write(f"agent: {text}\n")
-        sys.stderr.flush()

@@ -135,6 +135,14 @@ class Ping(Message):
 
 
 @dataclass(frozen=True)
+class Pause(Message):
+    """The coordinator is about to stop (Ctrl-Z): until it is heard from again, its silence is a
+    pause, not a loss (only the end of its connection is)."""
+
+    TYPE: ClassVar[str] = "pause"
+
+
+@dataclass(frozen=True)
 class StartTask(Message):
     """Start one task of the current attempt again, alone (a ParameterServerStrategy task
     restarted while the others run on). Its last process must have exited; ``task`` may differ
@@ -282,7 +290,7 @@ class AgentError(Message):
 
 COMMANDS: dict[str, type[Message]] = {
     cls.TYPE: cls
-    for cls in (Launch, SignalTasks, DumpStacks, Ping, StartTask, StopTask, Terminate)
+    for cls in (Launch, SignalTasks, DumpStacks, Ping, Pause, StartTask, StopTask, Terminate)
 }
 EVENTS: dict[str, type[Message]] = {
     cls.TYPE: cls

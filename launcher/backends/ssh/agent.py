@@ -25,6 +25,7 @@ from typing import IO, cast
 import paramiko
 
 from launcher.backends.agent_command import agent_command, agent_workdir, explain_agent_exit, launch_for_agent
+from launcher.backends.agent_log import AgentLog
 from launcher.backends.base import AgentClosed, AgentEvent, Sink
 from launcher.backends.channel import AgentChannel
 from launcher.plan.planner import HostPlan
@@ -34,7 +35,6 @@ from launcher.ssh.connector import SshConnector
 from launcher.ssh.deadline import Deadline
 from launcher.ssh.errors import RemoteCommandError
 from worker.wire.protocol import Hello, Launch, Message
-from worker.wire.safe_open import open_appending_bytes
 
 #: How long a started agent may take to say hello (python start-up on a busy host).
 HELLO_TIMEOUT_S = 30.0
@@ -59,7 +59,7 @@ class SshTransport:
     def start(self, host: HostPlan, launch: Launch, sink: Sink,
               log_path: Path) -> SshAgentHandle:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open_appending_bytes(log_path)
+        log = AgentLog(log_path)
         try:
             target = self.connector.target(self.endpoint(host.name))
             workdir = agent_workdir(host)
@@ -126,7 +126,7 @@ class SshAgentHandle:
     kill its tasks and exit by itself.
     """
 
-    def __init__(self, host: str, connection: SshConnection, log: IO[bytes], sink: Sink) -> None:
+    def __init__(self, host: str, connection: SshConnection, log: AgentLog, sink: Sink) -> None:
         self.host = host
         self.connection = connection
         self._log = log

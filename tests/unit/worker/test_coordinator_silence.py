@@ -47,3 +47,17 @@ def test_a_word_from_the_coordinator_ends_the_wait(stopped: list[bool]) -> None:
     silence.heard(6.5)
     assert not silence.gone(5.0, 11.4)
     assert silence.gone(5.0, 11.5)
+
+
+def test_a_coordinator_that_said_it_pauses_is_waited_for_until_it_is_heard_again(
+        stopped: list[bool]) -> None:
+    """Over SSH the agent cannot see the coordinator stopped: its Pause is what it goes by."""
+    notes: list[str] = []
+    silence = CoordinatorSilence(0.0, note=notes.append)
+    silence.heard(1.0, paused=True)  # Ctrl-Z: the Pause, then nothing
+    assert not silence.gone(5.0, 3600.0)  # an hour: the tasks go on
+    assert silence.wake_at(5.0) is None  # nothing to look at: only EOF ends the pause
+    silence.heard(3601.0)  # fg: the next ping
+    assert not silence.gone(5.0, 3605.9)
+    assert silence.gone(5.0, 3606.0)  # running, silent a whole timeout: gone as before
+    assert len(notes) == 2 and "Ctrl-Z" in notes[0] and "runs again" in notes[1], notes

@@ -19,6 +19,7 @@ from worker.wire.protocol import (
     Launch,
     Message,
     Output,
+    Pause,
     Ping,
     Progress,
     ProtocolError,
@@ -48,6 +49,7 @@ COMMAND_MESSAGES = [
     SignalTasks(signal="SIGUSR1", task="worker:1"),
     DumpStacks(),
     Ping(),
+    Pause(),
     Terminate(grace_period_s=10.0),
     StartTask(task=TaskLaunch(task="worker:1", argv=["python3", "-m", "worker.server"],
                               env={"TFCLUSTER_TASK": "worker:1"}, cwd="/work")),
@@ -114,8 +116,8 @@ def test_every_message_class_is_covered_here() -> None:
 
 def test_commands_and_events_are_separate_tables() -> None:
     assert not set(COMMANDS) & set(EVENTS)
-    assert set(COMMANDS) == {"launch", "signal", "dump_stacks", "ping", "start_task", "stop_task",
-                             "terminate"}
+    assert set(COMMANDS) == {"launch", "signal", "dump_stacks", "ping", "pause", "start_task",
+                             "stop_task", "terminate"}
     assert {"hello", "started", "output", "progress", "heartbeat", "exited", "terminated",
             "agent_error"} <= set(EVENTS)
     for cls in COMMANDS.values():

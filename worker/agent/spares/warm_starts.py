@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import selectors
-import sys
 import time
 from dataclasses import dataclass
 
+from worker.agent.notes import note
 from worker.agent.spares.pool import Spare, SpareEvent, SpareLaunchError, SparePool
 from worker.agent.spares.process import SpareState
 from worker.agent.task_process import TaskProcess
@@ -126,7 +126,7 @@ class WarmStarts:
 
     def _events(self, events: list[SpareEvent]) -> None:
         for event in events:
-            _note(f"{event.task}: {event.text}")
+            note(f"spare {event.task}: {event.text}")
             if event.state in (SpareState.FAILED, SpareState.DISCARDED):
                 self._failed[event.task] = event.text
             if event.state in (SpareState.READY, SpareState.FAILED, SpareState.DISCARDED):
@@ -134,8 +134,3 @@ class WarmStarts:
 
     def spares_rss_bytes(self) -> int:
         return sum(self.pool.usage().values())
-
-
-def _note(text: str) -> None:
-    sys.stderr.write(f"agent: spare {text}\n")
-    sys.stderr.flush()
