@@ -21,6 +21,7 @@ from targets import (
     COORDINATOR_CPU_PCT,
     COORDINATOR_RSS_MIB,
     DETECTION_P95_MS,
+    HELPERS_RATIO,
     IDLE_N,
     LAUNCH_N,
     LAUNCH_RATIO,
@@ -132,6 +133,9 @@ def target_rows(m: Measured, run: RunInfo) -> list[TargetRow]:
         rows += [TargetRow(DETECTION_P95_MS, None, "not measured"),
                  TargetRow(RESTART_S, None, "not measured")]
     rows.append(warm_row(m, run))
+    helpers = throughput.helpers_ratio(m.rates)
+    rows.append(TargetRow(HELPERS_RATIO, helpers, f"{helpers:.2f}x") if helpers is not None else
+                TargetRow(HELPERS_RATIO, None, "not measured" + ("" if run.tf else " (--no-tf)")))
     idle = [s for s in m.load if s.n == IDLE_N]
     if idle:
         cpu, rss = idle[0].coordinator.cpu_pct, idle[0].coordinator.rss_max_mib
@@ -321,16 +325,14 @@ def throughput_section(m: Measured, sizes: Sizes) -> list[str]:
     lines = [THROUGHPUT, ""]
     if not m.rates:
         return lines
-    if len(m.rates) == 1:
-        lines += ["`worker/examples/digits.py` has no switch that turns the worker helpers off, "
-                  "and this checkout has no `worker/examples/pch_digits.py`: digits only.", ""]
-    else:
-        lines += ["`worker/examples/digits.py` has no switch that turns the worker helpers off "
-                  "(`worker.report` every step, `TrainingCheckpoint` with its per-step "
-                  "preemption all-reduce), so it is compared with `worker/examples/pch_digits.py`:"
-                  " the same MLP, data and batch size under TensorFlow's own "
-                  "`PreemptionCheckpointHandler`, nothing of tfcluster imported. Both under "
-                  f"`tfcluster run`, 2 local workers, {sizes.rate_steps} steps, interleaved.", ""]
+    lines += ["`worker/examples/digits.py` as a user runs it (`worker.report` every step, "
+              "`TrainingCheckpoint` agreeing on a preemption notice about every 0.25 s of "
+              "training), the same example with `--no-helpers` (no report, no preemption check: "
+              "only the helpers differ), and `worker/examples/pch_digits.py` (the same MLP, data "
+              "and batch size under TensorFlow's own `PreemptionCheckpointHandler`, nothing of "
+              f"tfcluster imported). All under `tfcluster run`, 2 local workers, {sizes.rate_steps}"
+              " steps, interleaved; steps/s from each one's output (a line every "
+              f"{throughput.LOG_EVERY} steps).", ""]
     return [*lines, *throughput.table(m.rates, sizes.rate_steps)]
 
 

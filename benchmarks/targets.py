@@ -12,20 +12,24 @@ class Target:
     limit: float
     unit: str  # as printed after a value: "x", " s", " ms", "% of one core", " MiB"
     strict: bool = False  # the value must stay below the limit, not merely reach it
+    at_least: bool = False  # the value must reach the limit (a floor, not a ceiling)
 
     @property
     def text(self) -> str:
-        return f"{'<' if self.strict else '≤'} {self.limit:g}{self.unit}"
+        sign = "≥" if self.at_least else "<" if self.strict else "≤"
+        return f"{sign} {self.limit:g}{self.unit}"
 
     def met(self, value: float) -> bool:
+        if self.at_least:
+            return value >= self.limit
         return value < self.limit if self.strict else value <= self.limit
 
     def verdict(self, value: float) -> str:
         return "PASS" if self.met(value) else "FAIL"
 
     def ratio(self, value: float) -> float:
-        """``value`` as a fraction of the limit (1.0: exactly at it)."""
-        return value / self.limit
+        """How close ``value`` is to the limit, below 1 inside the target (1.0: exactly at it)."""
+        return self.limit / value if self.at_least else value / self.limit
 
 
 LAUNCH_N = 64
@@ -42,3 +46,5 @@ COORDINATOR_CPU_PCT = Target(f"coordinator CPU watching {IDLE_N} idle tasks", 2.
                              "% of one core", strict=True)
 COORDINATOR_RSS_MIB = Target(f"coordinator RSS watching {IDLE_N} idle tasks", 100.0, " MiB",
                              strict=True)
+HELPERS_RATIO = Target("digits steps/s with the worker helpers / the same example without them "
+                       "(`--no-helpers`), medians", 0.97, "x", at_least=True)

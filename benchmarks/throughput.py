@@ -1,23 +1,22 @@
 """Training throughput (steps/s) of the digits example with tfcluster's worker helpers, next to the
-same model trained without them.
+same example without them.
 
 Run it with the project's interpreter (needs TensorFlow)::
 
     .venv/bin/python benchmarks/throughput.py [--steps 2000] [--repeats 3]
 
-``worker/examples/digits.py`` has no switch that turns the helpers off (``worker.report`` every step,
-``TrainingCheckpoint`` with its per-step preemption all-reduce), so the comparison is with
-``worker/examples/pch_digits.py`` when it exists: the same MLP, data and batch size, checkpointed by
-TensorFlow's own ``PreemptionCheckpointHandler`` and importing nothing of tfcluster. Both run under
-``tfcluster run`` on two local workers, interleaved, ``--steps`` steps each, digits with
-``--checkpoint-every 0 --deterministic`` (one save at the end; pch_digits saves only on a
-preemption and always enables op determinism).
+``worker/examples/digits.py`` as a user runs it (``worker.report`` every step, ``TrainingCheckpoint``
+with its preemption agreement) is compared with the same example run with ``--no-helpers`` (no
+report, no preemption check: only the helpers differ), and with ``worker/examples/pch_digits.py``
+(the same MLP, data and batch size checkpointed by TensorFlow's own ``PreemptionCheckpointHandler``,
+importing nothing of tfcluster). All run under ``tfcluster run`` on two local workers, interleaved,
+``--steps`` steps each; digits with ``--checkpoint-every 0 --deterministic`` (one save at the end;
+pch_digits saves only on a preemption and always enables op determinism).
 
 Steps/s is measured on worker:0 from the step after a warm-up (a tenth of the steps, at least 20:
-the first step traces the ``tf.function``) to the last one: for digits from its ``task_progress``
-events (one a second per task, with the coordinator's receive time), for pch_digits from its own
-output lines (``[pch worker:0] step N ...`` every ``--log-every`` steps), stamped as they reach this
-process through tfcluster's console on a pipe.
+the first step traces the ``tf.function``) to the last one, the same way for every example: from
+its own output lines (``[digits worker:0] step N ...`` every ``--log-every`` steps), stamped as
+they reach this process through tfcluster's console on a pipe.
 """
 
 from __future__ import annotations
@@ -39,27 +38,21 @@ from common import (
     REPO,
     BenchmarkError,
     CommandLog,
-    Event,
     Tfcluster,
     default_tfcluster,
     median,
     new_marker,
-    of,
     progress,
-    read_events,
     scratch,
-    ts,
     write_spec,
 )
-
-from launcher.run.events import EventType
 
 MARKER_ENV = "BENCH_THROUGHPUT_MARKER"
 PCH_DIGITS = REPO / "worker" / "examples" / "pch_digits.py"
 TASK = "worker:0"
 LOG_EVERY = 10
 RUN_TIMEOUT_S = 900.0
-PCH_LINE = re.compile(r"\[pch worker:0\] step (\d+) loss")
+STEP_LINE = re.compile(r"\[(?:pch|digits) worker:0\] step (\d+) loss")
 
 
 @dataclass(frozen=True)
@@ -69,7 +62,6 @@ class Job:
     module: str
     args: tuple[str, ...]
     health: Mapping[str, Any]
-    source: str  # how steps/s is read: "events" or "output"
 
     def spec(self, marker: Mapping[str, str], steps: int) -> dict[str, Any]:
         return {
@@ -83,16 +75,19 @@ class Job:
         }
 
 
+_DIGITS_ARGS = ("--checkpoint-every", "0", "--deterministic", "--log-every", str(LOG_EVERY))
+_NO_STEP_REPORTS = {"startup_timeout_s": None, "hang_timeout_s": None}
 DIGITS = Job("digits", "digits (worker.report + TrainingCheckpoint)", "worker.examples.digits",
-             ("--checkpoint-every", "0", "--deterministic"), {}, "events")
+             _DIGITS_ARGS, {})
+BARE = Job("digits_bare", "digits --no-helpers (no report, no preemption check)",
+           "worker.examples.digits", (*_DIGITS_ARGS, "--no-helpers"), _NO_STEP_REPORTS)
 PCH = Job("pch_digits", "pch_digits (no tfcluster helpers; TF's PreemptionCheckpointHandler)",
-          "worker.examples.pch_digits", ("--log-every", str(LOG_EVERY)),
-          {"startup_timeout_s": None, "hang_timeout_s": None}, "output")
+          "worker.examples.pch_digits", ("--log-every", str(LOG_EVERY)), _NO_STEP_REPORTS)
 
 
 def jobs() -> list[Job]:
-    """digits, and pch_digits when this checkout has it."""
-    return [DIGITS, PCH] if PCH_DIGITS.exists() else [DIGITS]
+    """digits with and without the helpers, and pch_digits when this checkout has it."""
+    return [DIGITS, BARE, PCH] if PCH_DIGITS.exists() else [DIGITS, BARE]
 
 
 def warmup_steps(steps: int) -> int:
@@ -109,10 +104,6 @@ def rate(points: Sequence[tuple[int, float]], after_step: int, what: str) -> flo
     return (s1 - s0) / (t1 - t0)
 
 
-def event_points(events: Sequence[Event]) -> list[tuple[int, float]]:
-    return [(int(e["step"]), ts(e)) for e in of(events, EventType.TASK_PROGRESS, task=TASK)]
-
-
 def stamp_lines(stream: IO[bytes], into: list[tuple[float, str]]) -> threading.Thread:
     """A thread that appends (time.time(), line) for every line of ``stream`` until EOF."""
     def run() -> None:
@@ -127,7 +118,7 @@ def stamp_lines(stream: IO[bytes], into: list[tuple[float, str]]) -> threading.T
 def output_points(lines: Sequence[tuple[float, str]]) -> list[tuple[int, float]]:
     points = []
     for stamp, line in lines:
-        found = PCH_LINE.search(line)
+        found = STEP_LINE.search(line)
         if found:
             points.append((int(found.group(1)), stamp))
     return points
@@ -161,8 +152,7 @@ def run_once(cli: Tfcluster, job: Job, steps: int, work: Path) -> float:
     if code != 0:
         raise BenchmarkError(f"{job.key}: tfcluster exited {code}: "
                              + " | ".join((work / "cli.stderr").read_text().splitlines()[-3:]))
-    points = event_points(read_events(run_dir)) if job.source == "events" else output_points(lines)
-    return rate(points, warmup_steps(steps), job.key)
+    return rate(output_points(lines), warmup_steps(steps), job.key)
 
 
 @dataclass
@@ -190,23 +180,29 @@ def measure(cli: Tfcluster, steps: int, repeats: int, tmp: Path) -> list[Results
 # --- report -------------------------------------------------------------------------------------
 
 
+def helpers_ratio(all_results: Sequence[Results]) -> float | None:
+    """Median steps/s of digits with the helpers over that of digits without them."""
+    medians = {r.job.key: median(r.rates) for r in all_results if r.rates}
+    if DIGITS.key in medians and BARE.key in medians:
+        return medians[DIGITS.key] / medians[BARE.key]
+    return None
+
+
 def table(all_results: Sequence[Results], steps: int) -> list[str]:
     lines = [
         f"| example | runs | steps/s on {TASK}, median [min-max] (steps {warmup_steps(steps) + 1}"
-        f"..{steps}) | measured from | vs digits |",
-        "|---|---:|---:|---|---:|",
+        f"..{steps}) | vs digits without helpers |",
+        "|---|---:|---:|---:|",
     ]
-    base = next((median(r.rates) for r in all_results if r.job is DIGITS and r.rates), None)
+    base = next((median(r.rates) for r in all_results if r.job is BARE and r.rates), None)
     for r in all_results:
         if not r.rates:
-            lines.append(f"| {r.job.title} | 0 | FAILED | - | - |")
+            lines.append(f"| {r.job.title} | 0 | FAILED | - |")
             continue
         value = median(r.rates)
-        source = "`task_progress` events" if r.job.source == "events" else \
-            f"its output (a line every {LOG_EVERY} steps)"
         versus = f"{value / base:.2f}x" if base else "-"
         lines.append(f"| {r.job.title} | {len(r.rates)} | {value:.1f} [{min(r.rates):.1f}-"
-                     f"{max(r.rates):.1f}] | {source} | {versus} |")
+                     f"{max(r.rates):.1f}] | {versus} |")
     for r in all_results:
         lines += [f"- {r.job.key}: failed run (not counted): {e}" for e in dict.fromkeys(r.errors)]
     return lines

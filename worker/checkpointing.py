@@ -60,12 +60,12 @@ class TrainingCheckpoint:
     ``strategy`` (the job's ``MultiWorkerMirroredStrategy``) is needed by :meth:`preempted` when
     the job has more than one task; ``preemption_check_every`` and ``preemption_timeout_s`` are
     :class:`~worker.preemption.PreemptionWatcher`'s ``every`` and ``timeout_s`` (None: adapt to
-    the step time).
+    the step time: the tasks agree on a notice about every quarter second of training).
     """
 
     def __init__(
         self, ctx: TaskContext, step: tf.Variable, max_to_keep: int = 3, *,
-        strategy: Any | None = None, preemption_check_every: int = 1,
+        strategy: Any | None = None, preemption_check_every: int | None = None,
         preemption_timeout_s: float | None = None, **trackables: Any
     ) -> None:
         import tensorflow as tf

@@ -11,10 +11,15 @@ task get a notice?", and they all get the same answer at the same step:
   at the same steps, as MWMS requires of every collective, so every task sees the same result at
   the same step and stops there: the step it just trained is the one it saves, nothing is lost.
 
-Cost: one extra scalar all-reduce per checked step (``every`` > 1 checks less often, at the price of
-reacting up to ``every - 1`` steps later). Measured with two CPU workers on one 2-core host (TF
-2.21): about 2-2.7 ms per check, i.e. ~20% of a 10-12 ms digits step; it does not grow with the
-model. (Folding the flag into the train step's own ``tf.function`` saves only ~0.7 ms of that.)
+Cost: one small all-reduce per check, about 2-2.7 ms with two CPU workers on one 2-core host (TF
+2.21), ~20% of a 10-12 ms digits step if it ran after every step; it does not grow with the model.
+(Folding the flag into the train step's own ``tf.function`` saves only ~0.7 ms of that.) So by
+default the tasks check every :data:`CHECK_INTERVAL_S` of training, not every step: each check
+also agrees on the step of the next one, from the tasks' mean step time (the all-reduce carries
+each task's proposal with the flag; their mean is the same on every task), so every task still
+joins the same collectives at the same steps. A notice then stops the job at most about
+:data:`CHECK_INTERVAL_S` later, still at one step on every task with nothing lost. ``every=N``
+fixes the interval at N steps instead (``every=1``: after every step, as before).
 
 A loop that stalls after the notice must not outlive it. That is the common case, not a corner
 one: when a task dies, tfcluster TERMs the others, and they are blocked in a collective that waits
@@ -58,6 +63,11 @@ MIN_ALLOWANCE_S = 2.0
 #: ... and this long while no interval has been measured yet.
 FIRST_ALLOWANCE_S = 30.0
 
+#: By default the tasks agree on a notice about this often (in seconds of training) ...
+CHECK_INTERVAL_S = 0.25
+#: ... and at least every this many steps.
+MAX_CHECK_STEPS = 1000
+
 _Handler = Any  # what signal.signal returns: a callable, SIG_DFL / SIG_IGN, or None
 
 
@@ -66,14 +76,16 @@ class PreemptionWatcher:
 
     ``strategy`` is the job's ``MultiWorkerMirroredStrategy`` (None: a lone task, no collective).
     :meth:`install` must run in the main thread; :meth:`should_stop` must be called by every task
-    after every step (it runs a collective on every ``every``-th step). ``timeout_s``: how long
-    the loop may stall after a notice (None: adapt to the step time); ``watchdog=False``: never
-    give up (a stalled task then waits for SIGKILL).
+    after every step, with the same steps (it runs a collective at the steps the tasks agreed on;
+    ``every``: on every ``every``-th step instead). ``timeout_s``: how long the loop may stall
+    after a notice (None: adapt to the step time); ``watchdog=False``: never give up (a stalled
+    task then waits for SIGKILL).
     """
 
-    def __init__(self, strategy: Any | None, *, every: int = 1, timeout_s: float | None = None,
-                 watchdog: bool = True, signum: signal.Signals = signal.SIGTERM) -> None:
-        if every < 1:
+    def __init__(self, strategy: Any | None, *, every: int | None = None,
+                 timeout_s: float | None = None, watchdog: bool = True,
+                 signum: signal.Signals = signal.SIGTERM) -> None:
+        if every is not None and every < 1:
             raise ValueError(f"every must be >= 1, not {every}")
         if timeout_s is not None and timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, not {timeout_s}")
@@ -91,6 +103,7 @@ class PreemptionWatcher:
         #: Read by the watchdog thread; only the main thread assigns it.
         self.allowance_s = FIRST_ALLOWANCE_S if timeout_s is None else timeout_s
         self._agree_fn: Any = None
+        self._next_check: int | None = None  # the step of the next agreed check (None: the first)
         self._installed = False
         self._previous_handler: _Handler = None
         self._previous_wakeup_fd = -1
@@ -156,26 +169,42 @@ class PreemptionWatcher:
             if self.timeout_s is None:
                 self.allowance_s = max(MIN_ALLOWANCE_S, STALL_FACTOR * max(self._intervals))
         self._last_call = now
-        if step % self.every:
-            return False
         local = self._requested.is_set()
-        agreed = local if self.strategy is None else self._any_task(local)
+        if self.strategy is None:  # a lone task: no collective, its own flag (at once by default)
+            agreed = local and (self.every is None or not step % self.every)
+        elif self.every is not None:
+            agreed = not step % self.every and self._any_task(local, self.every)[0]
+        elif self._next_check is not None and step < self._next_check:
+            agreed = False
+        else:
+            agreed, interval = self._any_task(local, self._proposal())
+            self._next_check = step + interval
         if agreed:
             self._agreed.set()
         return agreed
 
-    def _any_task(self, local: bool) -> bool:
+    def _proposal(self) -> int:
+        """How many steps this task proposes until the next check: about CHECK_INTERVAL_S."""
+        if not self._intervals:
+            return 1
+        step_s = sum(self._intervals) / len(self._intervals)
+        return max(1, min(MAX_CHECK_STEPS, int(CHECK_INTERVAL_S / max(step_s, 1e-6))))
+
+    def _any_task(self, local: bool, proposal: int) -> tuple[bool, int]:
+        """One all-reduce: whether any task got a notice, and the tasks' mean ``proposal``."""
         import tensorflow as tf
 
+        strategy: Any = self.strategy
         if self._agree_fn is None:
-            strategy: Any = self.strategy
 
-            def any_flag(flag: tf.Tensor) -> tf.Tensor:
-                per_replica = strategy.run(tf.identity, args=(flag,))
+            def agree(values: tf.Tensor) -> tf.Tensor:
+                per_replica = strategy.run(tf.identity, args=(values,))
                 return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-            self._agree_fn = tf.function(any_flag)
-        return int(self._agree_fn(tf.constant(int(local), dtype=tf.int32))) > 0
+            self._agree_fn = tf.function(agree)
+        flags, proposals = (int(v) for v in self._agree_fn(
+            tf.constant([int(local), proposal], dtype=tf.int64)).numpy())
+        return flags > 0, max(1, proposals // max(1, int(strategy.num_replicas_in_sync)))
 
     # -- the watchdog ----------------------------------------------------------------------------
 

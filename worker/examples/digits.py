@@ -55,8 +55,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--deterministic", action="store_true",
                         help="seed everything and enable TF op determinism")
     parser.add_argument("--seed", type=int, default=0, help="seed for data order and init")
-    parser.add_argument("--preemption-check-every", type=int, default=1,
-                        help="agree on a preemption notice every N steps (default 1)")
+    parser.add_argument("--preemption-check-every", type=int, default=None, metavar="N",
+                        help="agree on a preemption notice every N steps (default: about every "
+                             "0.25 s of training)")
+    parser.add_argument("--no-helpers", action="store_true",
+                        help="no worker.report and no preemption check (what the helpers cost: "
+                             "benchmarks/throughput.py)")
+    parser.add_argument("--log-every", type=int, default=0, metavar="N",
+                        help="print 'step N loss L' every N steps (default 0: never)")
     parser.add_argument("--accumulate", type=int, default=1, metavar="K",
                         help="apply the mean gradient of K batches every K steps (default 1)")
     parser.add_argument("--mixed-precision", action="store_true",
@@ -66,10 +72,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--export", metavar="DIR",
                         help="save the trained model as a SavedModel at DIR (the chief's copy)")
     args = parser.parse_args(argv)
-    if args.steps < 0 or args.batch_size <= 0 or args.preemption_check_every <= 0 \
-            or args.accumulate <= 0:
-        parser.error("--steps must be >= 0, --batch-size, --preemption-check-every and "
-                     "--accumulate > 0")
+    if args.steps < 0 or args.batch_size <= 0 or (args.preemption_check_every or 1) <= 0 \
+            or args.accumulate <= 0 or args.log_every < 0:
+        parser.error("--steps and --log-every must be >= 0, --batch-size, "
+                     "--preemption-check-every and --accumulate > 0")
     return args
 
 
@@ -210,6 +216,20 @@ def weights_sha256(model: Any) -> str:
     return digest.hexdigest()
 
 
+def after_step(args: argparse.Namespace, ctx: worker.TaskContext, ckpt: TrainingCheckpoint,
+               step: int, loss: float) -> bool:
+    """Log, report the step and check for a preemption notice; True: stop here (it was saved)."""
+    if args.log_every and step % args.log_every == 0:
+        print(f"[digits {ctx.task}] step {step} loss {loss:.4f}", flush=True)
+    if args.no_helpers:
+        return False
+    worker.report(step, loss=loss)
+    if not ckpt.preempted(step):
+        return False
+    log(ctx, f"preempted: checkpoint saved at step {step}, exiting {PREEMPTION_EXIT_CODE}")
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     ctx = worker.context()
@@ -254,12 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         loss = float(train_step(iterator))
         if apply_step is not None and step % args.accumulate == 0:
             apply_step()
-        worker.report(step, loss=loss)
         if ckpt.maybe_save(step, args.checkpoint_every) is not None:
             last_saved = step
-        if ckpt.preempted(step):  # every task agrees on the step and has saved it
-            log(ctx, f"preempted: checkpoint saved at step {step}, "
-                     f"exiting {PREEMPTION_EXIT_CODE}")
+        if after_step(args, ctx, ckpt, step, loss):  # every task stops at this step, saved
             return PREEMPTION_EXIT_CODE
     final_step = max(start, args.steps)
     if final_step > 0 and last_saved != final_step:
