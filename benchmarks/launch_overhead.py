@@ -15,7 +15,8 @@ Launch overhead. For every N in ``--sizes`` it starts, ``--repeats`` times each 
   spec, plans and sends that launch, and does nothing else,
 - the bare loop below paced as the agent paces its starts (``worker.agent.startup_pacing``): never more
   of its processes alive than this process has CPUs, and
-- the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop, each in
+- the same N ``<python> -c <stamp> <file>`` processes from a bare ``subprocess.Popen`` loop (which
+  then waits for every one of them: its total, against tfcluster's until it exits), each in
   its own session as the agent starts its tasks (with Linux scheduler autogroups a session is a
   scheduling group, which on a busy host changes their CPU share a lot; ``--bare-same-session``
   starts them in this script's session instead),
@@ -220,6 +221,16 @@ class SizeResult:
     @property
     def ratio(self) -> float:
         return self.tf_running / self.bare_running
+
+    @property
+    def bare_total(self) -> float:
+        """The bare loop until every process it started has exited (and been waited for)."""
+        return median(s.total_s for s in self.bare)
+
+    @property
+    def end_to_end(self) -> float:
+        """tfcluster from its start to its exit / the bare loop until all its processes exited."""
+        return self.tf_total / self.bare_total
 
     @property
     def agent_running(self) -> float | None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import coordinator_load
+import early_kills
 import exit_detection
 import launch_overhead
 import launch_report
@@ -24,7 +25,6 @@ from targets import (
     HELPERS_RATIO,
     IDLE_N,
     LAUNCH_N,
-    LAUNCH_RATIO,
     RESTART_S,
     WARM_COLD_RATIO,
     Target,
@@ -74,6 +74,7 @@ class Measured:
     digits: list[recovery.Results] = field(default_factory=list)  # cold [, warm]
     tf_import_s: float | None = None
     warm: warm_spares.Probe | None = None
+    early_kills: list[early_kills.Moment] = field(default_factory=list)  # plain MWMS, cold/warm
     load: list[coordinator_load.LoadSample] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
     rates: list[throughput.Results] = field(default_factory=list)
@@ -120,9 +121,9 @@ class TargetRow:
 
 def target_rows(m: Measured, run: RunInfo) -> list[TargetRow]:
     rows = []
-    at = [r for r in m.launch if r.n == LAUNCH_N and r.tfcluster and r.bare]
-    rows.append(TargetRow(LAUNCH_RATIO, at[0].ratio, f"{at[0].ratio:.2f}x") if at else TargetRow(
-        LAUNCH_RATIO, None, "not measured" + (" (--quick: N = 1, 8 only)" if run.quick else "")))
+    for target, got in launch_report.launch_ratios(m.launch):
+        rows.append(TargetRow(target, got, f"{got:.2f}x") if got is not None else TargetRow(
+            target, None, "not measured" + (" (--quick: N = 1, 8 only)" if run.quick else "")))
     local = labelled(m.local, LOCAL)
     if local is not None:
         p95 = percentile([d.detection_ms for d in local.drills], 95)
@@ -133,6 +134,7 @@ def target_rows(m: Measured, run: RunInfo) -> list[TargetRow]:
         rows += [TargetRow(DETECTION_P95_MS, None, "not measured"),
                  TargetRow(RESTART_S, None, "not measured")]
     rows.append(warm_row(m, run))
+    rows += [TargetRow(*row) for row in early_kills.target_values(m.early_kills, run.tf)]
     helpers = throughput.helpers_ratio(m.rates)
     rows.append(TargetRow(HELPERS_RATIO, helpers, f"{helpers:.2f}x") if helpers is not None else
                 TargetRow(HELPERS_RATIO, None, "not measured" + ("" if run.tf else " (--no-tf)")))
@@ -186,11 +188,12 @@ def launch_section(m: Measured, sizes: Sizes) -> list[str]:
              "agent, parses the same command line, validates the spec, plans and sends the "
              "launch, and does nothing else: Python's start, the spec models and the planner, "
              "with none of the job machinery, which is what tfcluster does before it sends its "
-             "first launch (the rest of its start-up runs while the tasks start).", ""]
+             "first launch (the rest of its start-up runs while the tasks start). "
+             + launch_report.END_TO_END, ""]
     if m.launch:
         lines += launch_report.launch_table(m.launch, sizes.launch_repeats, True)
     if LAUNCH_N in sizes.launch_sizes:
-        lines += ["", f"- {launch_report.launch_verdict(m.launch)}"]
+        lines += ["", *(f"- {line}" for line in launch_report.launch_verdicts(m.launch))]
     return lines
 
 
@@ -205,13 +208,10 @@ def detection_section(m: Measured) -> list[str]:
                   "`restart.backoff_s: 0`): locally, and with both tasks on a throwaway sshd on "
                   "127.0.0.1 (its own host key and client key in a temporary directory, an empty "
                   "HOME for tfcluster).", ""]
-    if drills:
-        lines += recovery.detection_table(
-            drills, "### SIGKILL of worker:1 by the drill (the agent sends it)")
-        lines.append("")
+        lines += [*recovery.detection_table(
+            drills, "### SIGKILL of worker:1 by the drill (the agent sends it)"), ""]
     if m.exit_detection:
-        lines += exit_detection.detection_table(m.exit_detection, m.exit_detection_errors)
-        lines.append("")
+        lines += [*exit_detection.detection_table(m.exit_detection, m.exit_detection_errors), ""]
     lines += recovery.error_lines(drills)
     return lines
 
@@ -303,7 +303,7 @@ def warm_section(m: Measured) -> list[str]:
             lines.append(f"- reference: `python -c 'import tensorflow'` alone: "
                          f"{m.tf_import_s:.2f} s")
         lines += recovery.error_lines(m.digits)
-    return lines
+    return [*lines, *early_kills.section(m.early_kills)]
 
 
 def load_section(m: Measured, sizes: Sizes) -> list[str]:

@@ -16,7 +16,8 @@ Run it with the project's interpreter (the tasks use the same one)::
    attempt started, and their recovery (death -> first step after the restart) broken down into
    detect, stop, plan, spawn, import and first step (``recovery.py``);
 4. recovery cold vs warm (``restart.warm_spares: true``, when ``tfcluster validate`` accepts it:
-   ``warm_spares.py``) for the fake trainer and for the digits example (TensorFlow);
+   ``warm_spares.py``) for the fake trainer and for the digits example (TensorFlow), and for a
+   plain MWMS script killed 8, 12, 20 and 33 s after its start (``early_kills.py``);
 5. the coordinator's CPU and RSS while it watches 64 and 256 idle tasks (``coordinator_load.py``);
 6. training throughput of digits, with tfcluster's worker helpers and without (``throughput.py``,
    TensorFlow).
@@ -49,6 +50,7 @@ from pathlib import Path
 from types import FrameType
 
 import coordinator_load
+import early_kills
 import exit_detection
 import launch_overhead
 import recovery
@@ -71,7 +73,7 @@ from report import (
     render,
 )
 from ssh_host import SshdUnavailableError, SshHost, throwaway_sshd
-from targets import IDLE_N, LAUNCH_N
+from targets import EARLY_KILL_AT_S, IDLE_N, LAUNCH_N
 
 MARKER_ENV = "BENCH_RUN_ALL_MARKER"
 DEFAULT_OUT = REPO / "benchmarks" / "RESULTS.md"
@@ -125,6 +127,12 @@ def ssh_variant(cli: Tfcluster, host: SshHost, workers: int) -> recovery.Variant
     return recovery.Variant(SSH, cli.with_env(host.cli_env()),
                             overrides=lambda: host.spec_overrides(workers),
                             check_after=host.check_no_sessions)
+
+
+def measure_kills(m: Measured, cli: Tfcluster, quick: bool, tmp: Path) -> None:
+    """A plain MWMS script killed at a few moments, cold and warm (only at 12 s with --quick)."""
+    moments = (EARLY_KILL_AT_S,) if quick else early_kills.MOMENTS_S
+    m.early_kills = early_kills.measure(cli, moments, 1, tmp)
 
 
 def measure_all(cli: Tfcluster, sizes: Sizes, args: argparse.Namespace, tmp: Path) -> Measured:
@@ -189,12 +197,15 @@ def measure_all(cli: Tfcluster, sizes: Sizes, args: argparse.Namespace, tmp: Pat
         m.note(THROUGHPUT, "- skipped (--no-tf): this part needs TensorFlow")
     else:
         attempt(m, WARM_SPARES, "digits drills (TensorFlow)", digits)
+        attempt(m, WARM_SPARES, "a plain MWMS script killed early (TensorFlow)",
+                lambda: measure_kills(m, cli, args.quick, tmp))
     attempt(m, LOAD, "coordinator load with idle tasks", load)
     if not args.no_tf:
         attempt(m, THROUGHPUT, "digits throughput (TensorFlow)", rates)
     errors = [r.errors for r in (*m.local, *m.ssh, *m.digits)] + [m.exit_detection_errors,
                                                                    m.load_errors]
-    errors += [r.errors for r in m.launch] + [r.errors for r in m.rates]
+    errors += [r.errors for r in m.launch] + [r.errors for r in m.rates] \
+        + [k.errors for k in m.early_kills]
     m.failed = m.failed or any(errors)
     return m
 

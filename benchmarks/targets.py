@@ -35,6 +35,10 @@ class Target:
 LAUNCH_N = 64
 LAUNCH_RATIO = Target(f"launch of {LAUNCH_N} tasks: tfcluster to all running / bare Popen loop",
                       1.2, "x")
+#: The whole command, from its start to its exit (start-up, the run directory, the agents' exit,
+#: the summary), against a bare loop that starts the same processes and waits for them (issue 26).
+LAUNCH_END_TO_END = Target(f"`tfcluster local -n {LAUNCH_N}` start to exit / bare Popen-and-wait "
+                           "loop of the same tasks", 1.15, "x")
 DETECTION_P95_MS = Target("failure detection p95 (`task_failed.detection_latency_ms`)", 50.0,
                           " ms", strict=True)
 RESTART_S = Target("restart of a trivial 2-task job (backoff 0): death -> every task of the next "
@@ -48,3 +52,12 @@ COORDINATOR_RSS_MIB = Target(f"coordinator RSS watching {IDLE_N} idle tasks", 10
                              strict=True)
 HELPERS_RATIO = Target("digits steps/s with the worker helpers / the same example without them "
                        "(`--no-helpers`), medians", 0.97, "x", at_least=True)
+EARLY_KILL_AT_S = 12.0
+EARLY_KILL_RATIO = Target(f"plain MWMS script killed {EARLY_KILL_AT_S:g} s after its start: recovery "
+                          "with warm spares / cold", 0.5, "x")
+LATE_KILL_RATIO = Target(f"plain MWMS script killed later than {EARLY_KILL_AT_S:g} s: recovery with "
+                         "warm spares / cold, worst moment", 0.35, "x")
+#: "Never slower than cold": 1.1, not 1.0, because a kill before any spare could be filled is a
+#: cold start in both runs, and one run of each differs by up to about 10% on this machine.
+NEVER_SLOWER_RATIO = Target("plain MWMS script killed at any moment: recovery with warm spares / "
+                            "cold, worst moment (one run each: 10% is noise)", 1.1, "x")

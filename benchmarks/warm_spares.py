@@ -1,6 +1,8 @@
 """Whether this build of tfcluster has warm spares: does ``tfcluster validate`` accept a spec with
 ``restart.warm_spares: true``, and ``entrypoint.preload`` (what each spare imports before it waits)?
-Unknown fields are rejected, so a build without them says so, with exit code 2."""
+Unknown fields are rejected, so a build without them says so, with exit code 2. How much warm
+spares save when a plain MWMS script is killed early (8, 12, 20, 33 s after its start) is
+``early_kills.py``."""
 
 from __future__ import annotations
 

@@ -19,7 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 #: the sshd fixture (a test is in one of these by its folder or its marker); and real TensorFlow
 #: jobs, in two groups of about the same length so that at most two run at once (one per core).
 #: The unit and integration tests are spread over both.
-_SERIAL_GROUPS = {"slurm": "slurm", "netns": "netns", "ssh": "ssh"}
+_SERIAL_GROUPS = {"slurm": "slurm", "netns": "netns", "ssh": "ssh",
+                  # the Docker cluster's bridge takes a /24 of 198.18.0.0/15, as netns hosts do
+                  "docker": "netns"}
 #: The real-TensorFlow files of the second group (the others are in the first).
 _TF_SECOND = {"test_amp_accumulate.py", "test_saving.py", "test_resumable_input.py",
               "test_keras_fit.py", "test_metrics_keras.py", "test_gpu.py"}

@@ -1,7 +1,7 @@
 """TensorFlow checkpoints for MultiWorkerMirroredStrategy custom training loops.
 
 ``TrainingCheckpoint`` wraps ``tf.train.Checkpoint`` + ``tf.train.CheckpointManager`` the way TF's
-multi-worker docs prescribe and tfcluster expects (see the README, "Writing a training script"):
+multi-worker docs prescribe and tfcluster expects (see docs/guides/training-script.md):
 
 - every task calls :meth:`TrainingCheckpoint.save` with the same step, because saving may run
   collective ops under MWMS;
@@ -29,9 +29,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 from typing import TYPE_CHECKING, Any
 
-from worker.preemption import PreemptionWatcher
+from worker.preemption import PreemptionWatcher, catch_early
 from worker.reporting import send as report_send
 from worker.wire.env import PREEMPTION_EXIT_CODE
 from worker.wire.reports import ReportKind
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
 __all__ = ["TrainingCheckpoint"]
 
 log = logging.getLogger(__name__)
+
+# A script that imports this module is preemption-aware: a SIGTERM before its training loop's
+# watcher exists (imports, set-up) is kept, and the loop stops at its first agreed step.
+catch_early()
 
 _MAX_ERROR = 2000
 
@@ -83,6 +88,8 @@ class TrainingCheckpoint:
         self._watcher = PreemptionWatcher(None if lone else strategy,
                                           every=preemption_check_every,
                                           timeout_s=preemption_timeout_s)
+        if strategy is not None and threading.current_thread() is threading.main_thread():
+            self._watcher.install()  # from now on, not from the first step: nothing is missed
         #: The prefix restored by :meth:`restore`, if any.
         self.restored_from: str | None = None
 

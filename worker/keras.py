@@ -1,7 +1,8 @@
 """Keras ``model.fit`` under tfcluster: progress reports and restartable backups (tf_keras).
 
 Keras 3 ``fit`` does not work under MultiWorkerMirroredStrategy on TF 2.21, so this is for tf_keras
-(``pip install tf_keras``; run with ``TF_USE_LEGACY_KERAS=1`` so that ``tf.keras`` is tf_keras too)::
+(``tfcluster[tf-gpu]``, or beside tensorflow-cpu ``pip install --no-deps tf_keras==<TF's x.y>.*``;
+run with ``TF_USE_LEGACY_KERAS=1`` so that ``tf.keras`` is tf_keras too)::
 
     from worker.keras import callbacks
     model.fit(dataset, epochs=10, steps_per_epoch=100, callbacks=callbacks())

@@ -7,6 +7,12 @@ report on its parent's pipe). Outside tfcluster the variable is absent and every
 nothing (but :func:`report` still checks its step), so scripts run unchanged on a laptop. This
 module sends; the line's format, its limits and the agent's check are :mod:`worker.wire.reports`.
 
+:func:`report` only queues its step and metrics: a thread converts and writes them, batched
+(:mod:`worker.report_queue`: at most one write per 50 ms, a newer report replacing an older unsent
+one with the same metric names), so a training step does not wait for the pipe. Every other
+message (:func:`send`) and the interpreter's exit first write the reports still pending, and
+:func:`flush` does so for code that must have the last step out before it goes on.
+
 A progress report is kept within :data:`~worker.wire.reports.MAX_PROGRESS_LINE_BYTES` (room for
 about 1500 metrics): a wider one keeps its step and the metrics that fit, says how many it left out
 (counted in ``summary.json``), and the task's log says so once.
@@ -23,6 +29,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from worker.report_queue import Pending, ReportQueue
 from worker.wire.env import REPORT_FD as REPORT_FD_ENV
 from worker.wire.reports import (
     MAX_PROGRESS_LINE_BYTES,
@@ -48,21 +55,57 @@ def _fd() -> int | None:
 
 
 def send(message: Mapping[str, Any]) -> bool:
-    """Write one message to the agent; False when not under tfcluster or the agent is gone."""
+    """Write one message to the agent, after the progress reports still pending; False when not
+    under tfcluster or the agent is gone."""
+    _queue.flush()
     fd = _fd()
     if fd is None:
         return False
     line = _encode(message) + b"\n"
     if len(line) > MAX_REPORT_LINE_BYTES:  # the agent would drop it whole
         return False
+    return _write(fd, line)
+
+
+def flush() -> None:
+    """Write the progress reports still pending now (they go out within about 50 ms anyway):
+    for code that must have the last step out before it saves, exits or blocks."""
+    _queue.flush()
+
+
+def _write(fd: int, data: bytes) -> bool:
     with _lock:
         try:
-            while line:  # a write into a pipe can be cut short by a signal
-                line = line[os.write(fd, line):]
+            while data:  # a write into a pipe can be cut short by a signal
+                data = data[os.write(fd, data):]
         except OSError:
             _state["broken"] = True  # agent gone or fd closed by the script
             return False
     return True
+
+
+def _write_batch(batch: list[Pending]) -> None:
+    """The sender's write of pending progress reports: converted, bounded, in one write."""
+    fd = _fd()
+    if fd is None:
+        return
+    lines = []
+    for step, metrics in batch:
+        clean = {name: _plain(value) for name, value in metrics.items()}
+        lines.append(_encode(_within_bounds(step, clean)) + b"\n")
+    _write(fd, b"".join(lines))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, int | float):
+        return _finite(value)
+    try:
+        return _finite(_jsonable(value))
+    except Exception as exc:  # e.g. a tensor whose value cannot be read any more
+        return f"<unreadable: {type(exc).__name__}>"
+
+
+_queue = ReportQueue(_write_batch)
 
 
 def _encode(message: Mapping[str, Any]) -> bytes:
@@ -90,15 +133,15 @@ def report(step: int, **metrics: Any) -> None:
     """Tell tfcluster that this task finished training step ``step`` (with optional metrics).
 
     Progress drives hang detection and restart accounting, so call it once per step or every few
-    steps. It costs one pipe write and does nothing when not run by tfcluster. ``step`` must be a
-    whole number from 0 to 2**63-1 (TypeError or ValueError otherwise, under tfcluster or not).
+    steps. It only queues the report (a thread reads tensor and numpy values and writes it within
+    about 50 ms; a newer report with the same metric names replaces one not yet written) and does
+    nothing when not run by tfcluster. ``step`` must be a whole number from 0 to 2**63-1
+    (TypeError or ValueError otherwise, under tfcluster or not).
     """
     number = checked_step(step)
     if _fd() is None:
         return
-    clean = {name: _finite(_jsonable(v) if not isinstance(v, int | float) else v)
-             for name, v in metrics.items()}
-    send(_within_bounds(number, clean))
+    _queue.put(number, metrics)
 
 
 def checked_step(step: Any) -> int:

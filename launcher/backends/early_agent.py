@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from launcher.backends.agent_log import AgentLog
+from launcher.backends.process_exit import wait_exit
 from worker.wire.env import without_own
 from worker.wire.module_start import agent_argv
 
@@ -109,9 +110,7 @@ def end_agent(proc: subprocess.Popen[bytes]) -> None:
         if pipe is not None:
             with contextlib.suppress(OSError):
                 pipe.close()
-    try:
-        proc.wait(timeout=5.0)
-    except subprocess.TimeoutExpired:
+    if wait_exit(proc, 5.0) is None:
         proc.kill()
         proc.wait()
 

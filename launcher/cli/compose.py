@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from launcher.backends import create_backend
 from launcher.cli.start import engine_options, fresh_run_dir, planner_for
+from launcher.cli.stopped import latest_step, stopped_line, stopped_signal
 from launcher.job.coordinator import Coordinator
 from launcher.job.resume import FRESH, Resumption
 from launcher.job.state import JobState
@@ -26,6 +26,7 @@ from launcher.job.suspend import Suspender
 from launcher.output.console import HOLD_S, Console
 from launcher.output.status import PlainStatus, StatusBoard
 from launcher.run.directory import RunDir
+from launcher.spec.loading import spec_base_dir
 
 if TYPE_CHECKING:
     from launcher.backends.early_agent import EarlyAgent
@@ -43,6 +44,15 @@ class RunOutcome:
     run_dir: Path
     #: False when pre-flight stopped the job before anything was started.
     started: bool
+
+
+def _console_class(args: argparse.Namespace) -> type[Console]:
+    """``tfcluster local``'s console names its flags where others name spec fields."""
+    if getattr(args, "verb", None) == "local":
+        from launcher.cli.local_words import FlagConsole
+
+        return FlagConsole
+    return Console
 
 
 def _run_dir(spec: ClusterSpec, args: argparse.Namespace, resumed: Resumption | None) -> RunDir:
@@ -63,7 +73,7 @@ def run_job(spec: ClusterSpec, args: argparse.Namespace, faults: AttemptHooks | 
         backend = first.backend
     else:
         backend = create_backend(spec, engine_options(
-            args, early=early, base_dir=resumed.base_dir if resumed else None,
+            args, early=early, base_dir=resumed.base_dir if resumed else spec_base_dir(spec),
             first_attempt=resumed.start.first_attempt if resumed else 0))
     try:
         return _run_job(spec, args, backend, faults=faults, resumed=resumed, notes=notes,
@@ -80,7 +90,7 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, backend: Backend, *,
     else:
         run_dir = _run_dir(spec, args, resumed)
         planner = planner_for(spec, backend, str(run_dir.path),
-                              resumed.base_dir if resumed else os.getcwd())
+                              resumed.base_dir if resumed else spec_base_dir(spec))
     if backend.probes_before_run:
         from launcher.preflight.view import report_before_run
 
@@ -90,8 +100,8 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, backend: Backend, *,
         if not report_before_run(backend.probe(preview), spec.name, sys.stderr):
             return RunOutcome(1, run_dir.path, started=False)
     session = backend.session()
-    console = Console(show_task_output=not args.quiet, verbose=args.verbose, hold_s=HOLD_S,
-                      at_job_start=notes)
+    console = _console_class(args)(show_task_output=not args.quiet, verbose=args.verbose,
+                                   hold_s=HOLD_S, at_job_start=notes)
     board = StatusBoard()
     live = console.interactive and not args.quiet
     listener = board.apply if live else PlainStatus(console, board)
@@ -124,6 +134,9 @@ def _run_job(spec: ClusterSpec, args: argparse.Namespace, backend: Backend, *,
         singles = f", {alone} single-task restart(s)" if alone else ""
         console.say(f"job {spec.name} succeeded ({attempts} attempt(s){singles}); run dir "
                     f"{run_dir.path}")
+    elif (stopped := stopped_signal(result.attempts, result.reason)) is not None:
+        step = latest_step(planner.preview(), backend.chief_files)
+        console.warn(stopped_line(spec.name, stopped, step, run_dir.path, result.exit_code))
     else:
         console.error(f"job {spec.name} failed: {result.reason}; exit code {result.exit_code}; "
                       f"run dir {run_dir.path}")

@@ -22,9 +22,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before the job's own handler was installed: any task
         print("tfcluster: interrupted", file=sys.stderr)  # started early has been stopped
         return 128 + signal.SIGINT
-    except BrokenPipeError:  # ``tfcluster plan | head -1``: the reader has what it wanted
-        _silence_stdout()
-        return 1
+    except BrokenPipeError:  # ``tfcluster plan | head -1``: the reader has what it wanted,
+        _silence_stdout()    # which is no error (exit 0, no message), whatever the verb
+        return 0
     except TfclusterError as exc:
         # bad input names its source itself (``spec.yaml: tasks[1].port: ...``)
         print(exc if isinstance(exc, UsageError) else f"tfcluster: {exc}", file=sys.stderr)
@@ -39,4 +39,11 @@ def _silence_stdout() -> None:
 
 
 def entry() -> None:
-    sys.exit(main())
+    code = main()
+    try:  # what is still buffered goes out here: the reader may have gone meanwhile
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    from worker.wire.quick_exit import exit_now
+
+    exit_now(code)  # sys.exit without the teardown of every module (10-20 ms after each run)

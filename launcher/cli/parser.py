@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--max-restarts", type=int, default=0, metavar="K",
                        help="restart the whole job up to K times (default 0)")
     local.add_argument("--checkpoint-dir", metavar="DIR",
-                       help="the chief's checkpoint directory (TFCLUSTER_CHECKPOINT_DIR)")
+                       help="the chief's checkpoint directory (TFCLUSTER_CHECKPOINT_DIR; "
+                       "default: checkpoints/ in the run directory)")
     local.add_argument("--grace-period", type=float, metavar="S",
                        help="seconds between TERM and KILL when stopping tasks (default: "
                        "health.grace_period_s's default)")
@@ -102,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         "the run directory and prints the table; exits non-zero if a fault was never injected, "
         "a job failed, or a result differs from the baseline (not compared when the job ran at "
         "another size).")
-    drill.add_argument("spec", metavar="SPEC|SUITE")
+    drill.add_argument("spec", metavar="SPEC|SUITE",
+                       help="cluster spec (YAML), or a drill file of scenarios")
     drill.add_argument("--fault", action="append", metavar="FAULT",
                        help="ACTION:TARGET[:TRIGGER], e.g. kill:worker:1:at-step=100 (repeatable)")
     drill.add_argument("--task", help="shorthand: the task to hurt, e.g. worker:1 (with --at-step)")
@@ -125,12 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Print, for every task, its host, TF_CONFIG, argv, "
                             "env and cwd. Secrets (secret-looking env names, credentials in URLs and "
                             "options) are masked.")
-    show.add_argument("spec", metavar="SPEC")
+    show.add_argument("spec", metavar="SPEC", help="cluster spec (YAML)")
     show.add_argument("--json", action="store_true", help="machine-readable output")
 
-    from launcher.cli.submit_verb import add_parser as add_submit
-
-    add_submit(verbs)
+    _module_verbs(verbs)
 
     check = verbs.add_parser("validate", help="check a spec; exit 2 listing every problem",
                              description="Check SPEC without starting or contacting anything: its "
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "across them (one chief, known hosts, no port used twice). Exits 0 "
                              "when it is valid, else 2 with one line per problem naming the "
                              "field's path.")
-    check.add_argument("spec", metavar="SPEC")
+    check.add_argument("spec", metavar="SPEC", help="cluster spec (YAML)")
 
     ready = verbs.add_parser(
         "preflight", help="check every host of a spec at once (SSH, python, worker, ports...)",
@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         "host), the tasks' ports free, and the chief's "
         "checkpoint directory writable. Prints one table; exits 0 when every host is ready, "
         "1 otherwise. 'run' does this by itself for specs with remote hosts.")
-    ready.add_argument("spec", metavar="SPEC")
+    ready.add_argument("spec", metavar="SPEC", help="cluster spec (YAML)")
     _ssh_options(ready)
 
     doctor = verbs.add_parser(
@@ -160,11 +160,23 @@ def build_parser() -> argparse.ArgumentParser:
         "and the slowest host against the median. Runs tfcluster's own program on each host "
         "(no TensorFlow) for a few seconds. Exits 0 when everything could be measured, 1 "
         "otherwise (one line per host that could not).")
-    doctor.add_argument("spec", metavar="SPEC")
+    doctor.add_argument("spec", metavar="SPEC", help="cluster spec (YAML)")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     _ssh_options(doctor)
     _browse_verbs(verbs)
     return parser
+
+
+def _module_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The verbs whose options are defined in their own module: ``submit``, ``schema``,
+    ``completion``."""
+    from launcher.cli.completion import add_parser as add_completion
+    from launcher.cli.schema_verb import add_parser as add_schema
+    from launcher.cli.submit_verb import add_parser as add_submit
+
+    add_submit(verbs)
+    add_schema(verbs)
+    add_completion(verbs)
 
 
 def _browse_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -174,16 +186,23 @@ def _browse_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Print from RUN_DIR alone (events.jsonl, summary.json) whether the job runs, "
         "succeeded or failed; every attempt with its root cause, steps reached, steps lost and "
         "recovery time; each task's step, steps/s, CPU and RSS; the slowest task, stragglers and "
-        "memory warnings. Works for a running job and for one long finished.")
-    where.add_argument("run_dir", metavar="RUN_DIR")
+        "memory warnings. Works for a running job and for one long finished. Without RUN_DIR: "
+        "the latest run under runs/ here (said on stderr).")
+    where.add_argument("run_dir", metavar="RUN_DIR", nargs="?",
+                       help="a job's run directory (default: the latest under runs/)")
     logs = verbs.add_parser(
         "logs", help="print or follow a task's log from a run directory",
+        usage="tfcluster logs [RUN_DIR] [TASK] [--attempt N] [-f]",
         description="Print RUN_DIR/attempt-<N>/<type>-<index>.log of TASK (default: the chief, "
         "or the first worker) in the latest attempt (or --attempt N). With -f, keep printing what "
         "is added until the job ends, moving on to the next attempt's log when the job restarts "
-        "(unless --attempt is given).")
-    logs.add_argument("run_dir", metavar="RUN_DIR")
-    logs.add_argument("task", metavar="TASK", nargs="?", help="e.g. worker:1")
+        "(unless --attempt is given). Without RUN_DIR: the latest run under runs/ here (said on "
+        "stderr), e.g. 'tfcluster logs chief'.")
+    logs.add_argument("run_dir", metavar="RUN_DIR", nargs="?",
+                      help="a job's run directory (default: the latest under runs/)")
+    logs.add_argument("task", metavar="TASK", nargs="?",
+                      help="chief, chief:0, worker:1 (or worker-1); a bare type when the job has "
+                      "one task of it")
     logs.add_argument("--attempt", type=int, metavar="N", help="attempt number (0-based)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
 

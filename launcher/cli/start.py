@@ -25,6 +25,7 @@ from launcher.ssh.deadline import DEFAULT_CONNECT_TIMEOUT_S
 if TYPE_CHECKING:
     from launcher.backends.early_agent import EarlyAgent
     from launcher.backends.engine import Backend
+    from launcher.backends.local.engine import LocalBackend
     from launcher.job.reservation import Reservation
     from launcher.spec.model import ClusterSpec
 
@@ -57,9 +58,28 @@ def fresh_run_dir(spec: ClusterSpec, args: argparse.Namespace) -> RunDir:
     """The run directory of a new run: ``--run-dir``, or ``runs/<job>-<time>`` (created now, by
     this run alone: runs started at the same moment each get their own)."""
     from launcher.run.stored_spec import stored_spec
+    from launcher.spec.loading import spec_base_dir
 
     path = Path(args.run_dir) if args.run_dir else new_run_dir(spec.name)
-    return RunDir(path.absolute(), stored_spec=stored_spec(spec, os.getcwd()))
+    return RunDir(path.absolute(), stored_spec=stored_spec(spec, spec_base_dir(spec)))
+
+
+def check_local_hosts(spec: ClusterSpec, backend: LocalBackend, run_dir: str | None) -> None:
+    """Pre-flight of a run on this machine, before anything is created or started (the probe
+    ``tfcluster preflight`` runs: the tasks' script or module, their interpreter, ``worker`` and
+    TensorFlow there, the spec's fixed ports, the checkpoint dir, unless it is in ``run_dir``:
+    reserving the run directory creates it, and says what is wrong with that). Raises
+    :class:`~launcher.preflight.gate.HostsNotReady`, one line per problem."""
+    import dataclasses
+
+    from launcher.preflight.gate import require_ready
+
+    preview = planner_for(spec, backend, "", backend.options.base_dir).preview()
+    inside = run_dir is not None and preview.checkpoint_dir is not None and \
+        Path(preview.checkpoint_dir).is_relative_to(Path(run_dir).absolute())
+    if inside:
+        preview = dataclasses.replace(preview, checkpoint_dir=None)
+    require_ready(spec.name, backend.probe(preview))
 
 
 @dataclass
@@ -75,13 +95,16 @@ def launch_first(spec: ClusterSpec, args: argparse.Namespace,
                  early: EarlyAgent) -> FirstLaunch | None:
     """Attempt 0 of a new run of the local engine, reserved and launched now through ``early``;
     None (nothing done) for a run of another engine. Raises, having kept nothing, what reserving
-    raises (a run directory in use, a held checkpoint directory, no free ports)."""
+    raises (a run directory in use, a held checkpoint directory, no free ports), and
+    :class:`~launcher.preflight.gate.HostsNotReady` when this machine cannot run the tasks."""
     if spec.engine != "local":
         return None
     from launcher.backends.local.engine import LocalBackend
     from launcher.job.reservation import reserve
+    from launcher.spec.loading import spec_base_dir
 
-    backend = LocalBackend(spec, engine_options(args, early=early))
+    backend = LocalBackend(spec, engine_options(args, early=early, base_dir=spec_base_dir(spec)))
+    check_local_hosts(spec, backend, args.run_dir)
     run_dir = fresh_run_dir(spec, args)
     planner = planner_for(spec, backend, str(run_dir.path), backend.options.base_dir)
     reservation = reserve(planner, run_dir, backend.chief_files)

@@ -21,7 +21,7 @@ DESCRIPTION = (
 
 def add_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub = verbs.add_parser("submit", help=HELP, description=DESCRIPTION)
-    sub.add_argument("spec", metavar="SPEC")
+    sub.add_argument("spec", metavar="SPEC", help="cluster spec (YAML)")
     sub.add_argument("--nodes", type=int, required=True, metavar="N",
                      help="nodes to allocate (the tasks' nodes plus placement.spares)")
     sub.add_argument("--time", metavar="LIMIT", help="sbatch --time (e.g. 2:00:00)")

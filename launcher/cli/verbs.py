@@ -18,6 +18,7 @@ from launcher.errors import UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from launcher.backends.early_agent import EarlyAgent
     from launcher.backends.engine import Backend
@@ -35,35 +36,78 @@ def _load(path: str) -> ClusterSpec:
     return spec
 
 
+def _base_dir(spec: ClusterSpec) -> str:
+    """Where the relative paths of ``spec`` start: its file's directory."""
+    from launcher.spec.loading import spec_base_dir
+
+    return spec_base_dir(spec)
+
+
 def _load_for_run(args: argparse.Namespace) -> ClusterSpec:
-    """The spec with ``--checkpoint-dir`` applied, validated again as a whole."""
-    from launcher.spec.loading import spec_from_dict
+    """The spec with ``--checkpoint-dir`` applied, validated again as a whole. A relative
+    ``--checkpoint-dir`` is a path of the command line: it starts at the current directory (a
+    remote chief's must be absolute, as in the spec)."""
+    from launcher.spec.loading import located, spec_from_dict
 
     spec = _load(args.spec)
     if not args.checkpoint_dir:
         return spec
-    data = {**spec.model_dump(exclude_unset=True), "checkpoint": {"dir": args.checkpoint_dir}}
-    return spec_from_dict(data, source=f"{args.spec} with --checkpoint-dir")
+    given = args.checkpoint_dir
+    chief = next((g.host for g in spec.tasks if g.type == "chief"), spec.tasks[0].host)
+    if spec.pool is None and spec.is_local(chief) and not os.path.isabs(os.path.expanduser(given)):
+        given = os.path.abspath(given)
+    data = {**spec.model_dump(exclude_unset=True), "checkpoint": {"dir": given}}
+    return located(spec_from_dict(data, source=f"{args.spec} with --checkpoint-dir"),
+                   _base_dir(spec))
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from launcher.backends import engine_module
 
     spec = _load(args.spec)
+    if problems := _local_problems(spec, args):
+        for problem in problems:
+            print(f"{args.spec}: {problem}", file=sys.stderr)
+        return 2
     print(f"{args.spec}: OK ({engine_module(spec.engine).size(spec)})")
+    from launcher.spec.loading import relative_paths
+
+    fields = list(dict.fromkeys(  # hosts.node-a.identity_file, hosts.node-b...: hosts.*.
+        f"hosts.*.{f.rsplit('.', 1)[1]}" if f.startswith("hosts.") else f
+        for f in relative_paths(spec)))
+    if script := "entrypoint.script" in fields:
+        fields.remove("entrypoint.script")
+    if fields:  # said where it matters: the spec has some
+        print(f"{args.spec}: relative paths start at {_base_dir(spec)}, the spec file's "
+              f"directory: {', '.join(fields)}" + (" (entrypoint.script at workdir)" if script
+                                                    else ""))
     return 0
+
+
+def _local_problems(spec: ClusterSpec, args: argparse.Namespace) -> list[str]:
+    """The spec's hosts that are this machine: an interpreter or a script that is not here."""
+    if spec.engine not in ("local", "ssh"):  # a Slurm allocation's nodes are not known yet
+        return []
+    from launcher.cli.start import planner_for
+    from launcher.preflight.local_files import local_problems
+
+    backend = _engine(spec, args)
+    try:
+        return local_problems(planner_for(spec, backend, "", _base_dir(spec)).preview())
+    finally:
+        backend.close()
 
 
 def _engine(spec: ClusterSpec, args: argparse.Namespace) -> Backend:
     from launcher.backends import create_backend
     from launcher.cli.start import engine_options
 
-    return create_backend(spec, engine_options(args))
+    return create_backend(spec, engine_options(args, base_dir=_base_dir(spec)))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from launcher.cli.start import planner_for
-    from launcher.plan.ports import PortAllocator
+    from launcher.plan.ports import PortAllocator, port_seed
     from launcher.plan.view import plan_json, plan_text
     from launcher.run.directory import default_run_dir
 
@@ -71,8 +115,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     backend = _engine(spec, args)
     try:
         planner = planner_for(spec, backend, str(default_run_dir(spec.name).absolute()),
-                              os.getcwd())
-        with PortAllocator() as allocator:
+                              _base_dir(spec))
+        with PortAllocator(seed=port_seed(spec.name)) as allocator:
             wanted = planner.ports_to_allocate
             launch_plan = planner.plan(0, dict(zip(wanted, allocator.allocate(len(wanted)),
                                                    strict=True)))
@@ -92,7 +136,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     spec = _load(args.spec)
     backend = _engine(spec, args)
     try:
-        report = backend.probe(planner_for(spec, backend, "", os.getcwd()).preview())
+        report = backend.probe(planner_for(spec, backend, "", _base_dir(spec)).preview())
     finally:
         backend.close()
     print_report(report, sys.stdout)
@@ -113,7 +157,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if not isinstance(backend, ProbesHosts):
             raise UsageError(f"tfcluster doctor: the {backend.name} engine cannot run a "
                              "program on its hosts")
-        launch_plan = planner_for(spec, backend, "", os.getcwd()).preview()
+        launch_plan = planner_for(spec, backend, "", _base_dir(spec)).preview()
         report = run_doctor(launch_plan, backend.probe_runner(launch_plan))
     finally:
         backend.close()
@@ -154,11 +198,11 @@ def _run(args: argparse.Namespace, early: EarlyAgent) -> int:
 
     spec = _load_for_run(args)
     note = path_python_note(spec)
-    return _run_new(spec, args, early, note)
+    return _run_new(spec, args, early, [note] if note else [])
 
 
 def _run_new(spec: ClusterSpec, args: argparse.Namespace, early: EarlyAgent,
-             note: str | None) -> int:
+             notes: list[str]) -> int:
     """A new run of ``spec``: its first tasks launched before the job machinery is imported, when
     they all run here (:mod:`launcher.cli.start`)."""
     from launcher.cli.start import launch_first
@@ -166,7 +210,7 @@ def _run_new(spec: ClusterSpec, args: argparse.Namespace, early: EarlyAgent,
     first = launch_first(spec, args, early)
     from launcher.cli.compose import run_job
 
-    return run_job(spec, args, notes=[note] if note else [], early=early, first=first).exit_code
+    return run_job(spec, args, notes=notes, early=early, first=first).exit_code
 
 
 def _resume(args: argparse.Namespace, early: EarlyAgent) -> int:
@@ -241,10 +285,18 @@ def _local(args: argparse.Namespace, early: EarlyAgent) -> int:
     if not 1 <= args.num_tasks <= MAX_TASKS:
         raise UsageError(f"tfcluster local: -n must be between 1 and {MAX_TASKS} "
                          f"({TASK_LIMIT_REASON})")
-    spec = spec_from_dict(local_spec_data(args), source="tfcluster local")
+    data = local_spec_data(args)
+    spec = spec_from_dict(data, source="tfcluster local")
+    from launcher.cli.local_defaults import checkpoints_in_run_dir, fault_tolerance_note
     from launcher.cli.python_command import interpreter_note
 
-    return _run_new(spec, args, early, None if args.module else interpreter_note(args.command))
+    python_note = None if args.module else interpreter_note(args.command)
+    if args.checkpoint_dir:
+        notes = [note for note in (python_note, fault_tolerance_note(spec)) if note]
+        return _run_new(spec, args, early, notes)
+    with checkpoints_in_run_dir(data, args) as spec:
+        notes = [note for note in (python_note, fault_tolerance_note(spec)) if note]
+        return _run_new(spec, args, early, notes)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -253,22 +305,36 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return submit(args)
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+def _run_dir_or_latest(given: str | None, verb: str) -> Path:
+    """``RUN_DIR`` as given, else the latest run under ``runs/`` (said in one line)."""
     from pathlib import Path
 
+    from launcher.output.latest_run import latest_run
+
+    if given is not None:
+        return Path(given)
+    latest = latest_run(verb)
+    print(f"tfcluster: the latest run: {latest} (give RUN_DIR for another)", file=sys.stderr)
+    return latest
+
+
+def cmd_status(args: argparse.Namespace) -> int:
     from launcher.output.run_status import status_lines
 
-    for line in status_lines(Path(args.run_dir)):
+    for line in status_lines(_run_dir_or_latest(args.run_dir, "status")):
         print(line)
     return 0
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from launcher.output.browse import follow_log, log_path, print_log
+    from launcher.output.latest_run import looks_like_task
 
-    run_dir = Path(args.run_dir)
+    given, task = args.run_dir, args.task
+    if given is not None and task is None and looks_like_task(given):
+        given, task = None, given  # ``tfcluster logs chief``: the latest run's chief
+    run_dir = _run_dir_or_latest(given, "logs")
+    args.task = task
     if not args.follow:
         print_log(log_path(run_dir, args.task, args.attempt)[0], sys.stdout)
         return 0
@@ -279,7 +345,21 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"status": cmd_status, "logs": cmd_logs,
+def cmd_schema(args: argparse.Namespace) -> int:
+    from launcher.cli.schema_verb import cmd_schema as schema
+
+    return schema(args)
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    from launcher.cli.completion import cmd_completion as completion
+    from launcher.cli.parser import build_parser
+
+    return completion(args, build_parser())
+
+
+COMMANDS = {"status": cmd_status, "logs": cmd_logs, "schema": cmd_schema,
+            "completion": cmd_completion,
             "run": cmd_run, "local": cmd_local, "plan": cmd_plan, "validate": cmd_validate,
             "drill": cmd_drill, "preflight": cmd_preflight, "submit": cmd_submit,
             "doctor": cmd_doctor}

@@ -30,6 +30,7 @@ from launcher.drill.figures import last_step_before
 from launcher.run.directory import EVENTS_FILE
 from launcher.run.event_log import read_events
 from launcher.run.events import EventType, FaultInjected
+from launcher.spec.loading import relocatable
 from launcher.spec.model import ClusterSpec
 from worker.wire.safe_open import open_appending_bytes, read_text, replace_file
 
@@ -117,7 +118,8 @@ def run_with_coordinator_loss(child: ChildRunner, spec: ClusterSpec, run_dir: Pa
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_file = run_dir / "drill-spec.json"
     # its env may hold secrets: readable by its owner only from the start
-    replace_file(spec_file, json.dumps(spec.model_dump(mode="json")).encode(), 0o600)
+    # with its relative paths made absolute: they start at the spec's own directory, not this one's
+    replace_file(spec_file, json.dumps(relocatable(spec)).encode(), 0o600)
     args = ["drill", str(spec_file), "--in-child", "--seed", str(seed), "--random-horizon",
             str(horizon), "--run-dir", str(run_dir), "--quiet", *(f"--fault={f}" for f in in_job)]
     log = run_dir / "drill-coordinator.log"  # what the coordinator and its resume printed

@@ -2,10 +2,12 @@
 
 Per fault: when it was detected (the first task failure observed after it: its ``observed_at``),
 how long the teardown took (detection to the restart), recovery (fault to the first step of the
-next attempt), and steps lost (the last step reached before the fault minus the step the next
-attempt resumed from). In a job that restarts its tasks one at a time (``parameter_server``) a
-fault usually restarts some tasks inside its attempt instead: those figures are
-:mod:`launcher.drill.task_recovery`'s, with the tasks restarted. A ``heal`` hurts nothing: it has
+next attempt), and steps lost (:func:`launcher.run.step_figures.steps_lost`: the steps its attempt
+reached beyond the checkpoint the next attempt resumed from, as ``summary.json`` and ``tfcluster
+status`` count them); its step is the step the hurt task had reached when it was injected. In a
+job that restarts its tasks one at a time (``parameter_server``) a fault usually restarts some
+tasks inside its attempt instead: those figures are :mod:`launcher.drill.task_recovery`'s, with
+the tasks restarted. A ``heal`` hurts nothing: it has
 none of these. Per run: the job's restarts (whole attempts), the task restarts, and the outcome.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 from launcher.drill.faults import Action
 from launcher.drill.task_recovery import task_recovery
 from launcher.run.events import EventType
+from launcher.run.step_figures import RunSteps, run_steps, steps_lost
 from launcher.run.task_events import TaskRestarted
 
 Record = dict[str, Any]
@@ -30,7 +33,7 @@ class FaultFigures:
     tasks: tuple[str, ...]
     attempt: int
     injected_at: float
-    step: int  # the last step every task had reached before the fault
+    step: int  # the step the hurt task had reached when the fault was injected
     detail: str
     detected_as: str | None
     detection_s: float | None
@@ -76,9 +79,11 @@ def _observed(failure: Record) -> float:
     return float(failure.get("observed_at") or failure["ts"])
 
 
-def fault_figures(events: Sequence[Record], injected: Record) -> FaultFigures:
+def fault_figures(events: Sequence[Record], injected: Record,
+                  steps: RunSteps | None = None) -> FaultFigures:
     """The figures of one ``fault_injected`` record (or one a drill wrote for a fault it applied
-    from outside the job, such as ``kill-coordinator``) among ``events``."""
+    from outside the job, such as ``kill-coordinator``) among ``events`` (``steps``: theirs, if
+    already folded)."""
     # when the fault was applied; older records and faults applied from outside have only ts
     ts = float(injected.get("sent_at") or injected["ts"])
     attempt = int(injected.get("attempt", 0))
@@ -95,6 +100,8 @@ def fault_figures(events: Sequence[Record], injected: Record) -> FaultFigures:
     if detected_at is not None and restarting is not None:
         teardown = float(restarting["ts"]) - detected_at
     step = int(injected.get("step") or 0)
+    struck = (run_steps(events) if steps is None else steps).attempt(attempt)
+    reached = step if struck is None or struck.reached is None else struck.reached
     action = str(injected.get("action", ""))
     figures = FaultFigures(
         fault=str(injected.get("fault", f"{injected.get('signal')}:{injected.get('task')}")),
@@ -106,7 +113,7 @@ def fault_figures(events: Sequence[Record], injected: Record) -> FaultFigures:
         teardown_s=teardown,
         recovery_s=None if resumed is None else float(resumed["ts"]) - ts,
         resume_step=resume_step,
-        steps_lost=None if resume_step is None else max(0, step - resume_step),
+        steps_lost=None if resume_step is None else steps_lost(reached, resume_step),
         host=str(injected.get("host") or ""))
     if action == Action.HEAL:  # gives a host back: nothing to detect, nothing lost
         return replace(figures, detected_as=None, detection_s=None, teardown_s=None,
@@ -128,7 +135,8 @@ def run_figures(events: Sequence[Record], extra: Sequence[Record] = ()) -> RunFi
     task_restarts = sum(1 for e in events if e["event"] == TaskRestarted.TYPE)
     final = next((e["event"] for e in reversed(events)
                   if e["event"] in (EventType.JOB_SUCCEEDED, EventType.JOB_FAILED)), "unfinished")
-    return RunFigures(tuple(fault_figures(events, e) for e in injected), restarts,
+    steps = run_steps(events)
+    return RunFigures(tuple(fault_figures(events, e, steps) for e in injected), restarts,
                       str(final).removeprefix("job_"), task_restarts)
 
 

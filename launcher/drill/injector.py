@@ -4,7 +4,7 @@ Faults are first *resolved* with the drill's seed (:func:`resolve`): a ``random`
 one task, a ``random`` trigger a step, ``host:NAME`` / ``all`` the tasks they name. The
 :class:`FaultInjector` then watches the attempt (every progress report, and a timer for ``after=``)
 and fires each due fault, writing one ``fault_injected`` event with the fault as written, what it
-resolved to, and the last step reached before it (which steps lost are measured from).
+resolved to, and the step the hurt task had reached when it was injected (its last report).
 
 ``lose-host`` takes its host away through a :class:`HostLoser` and arms the host's ``heal`` there:
 the heal runs on a timer of its own (the coordinator may be between attempts then), and its
@@ -106,11 +106,11 @@ class _AttemptView:
     attempt: int = -1
     steps: dict[str, int] = field(default_factory=dict)  # each task's last reported step
 
-    @property
-    def step(self) -> int:
-        """The last step every task that reported had reached: the job's progress (tasks of a
-        synchronous job run in lock-step; one that lags has not finished the others' step)."""
-        return min(self.steps.values(), default=0)
+    def reached(self, tasks: Sequence[str]) -> int:
+        """The step the hurt ``tasks`` had reached (their last report) when the fault was
+        injected: the furthest of them; of every task for a fault that hurts none."""
+        hurt = [self.steps[task] for task in tasks if task in self.steps]
+        return max(hurt or self.steps.values(), default=0)
 
 
 @dataclass
@@ -250,16 +250,16 @@ class FaultInjector:
             attempt=attempt, fault=str(planned.fault), action=action.value,
             trigger=planned.trigger, task=planned.tasks[0] if planned.tasks else "",
             tasks=planned.tasks, host=",".join(sorted(set(hosts))),
-            signal=action.signal.name if action.signal else "", step=self._view.step,
-            detail=detail, sent_at=sent_at)
+            signal=action.signal.name if action.signal else "",
+            step=self._view.reached(planned.tasks), detail=detail, sent_at=sent_at)
 
     def _record(self, control: TaskControl, planned: Planned, hosts: Sequence[str], detail: str,
                 sent_at: float) -> None:
-        view = self._seen(control)
+        self._seen(control)
         event = self._event(control.attempt, planned, hosts, detail, sent_at)
         self.fired.append(event)
         control.emit(event)
         what = f" ({detail})" if detail else ""
         hurt = (", ".join(hosts) if planned.fault.action is Action.LOSE_HOST
                 else ", ".join(planned.tasks) or "-")
-        control.warn(f"drill: {planned.fault} injected into {hurt} at step {view.step}{what}")
+        control.warn(f"drill: {planned.fault} injected into {hurt} at step {event.step}{what}")

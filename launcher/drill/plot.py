@@ -1,29 +1,61 @@
-"""``drill.png``: each task's step against wall time, one panel per scenario run, with the faults
-(red), the detections (orange) and the restarts (grey) marked: a new attempt, or, in a job that
-restarts its tasks one at a time, the tasks started again inside one (named). A task's line breaks
-where it was started again, and passes through each fault's step at the fault; the job's final
-step, when known, is marked where it ended (progress events come at most once a second, so the
-last one is rarely the last step). matplotlib (Agg backend) is imported here only, and only when a
-drill draws its picture."""
+"""``drill.png``: each task's step against wall time, one panel per scenario run, every panel on the
+same time axis (seconds since its job started). Tasks of a lock-step job report the same steps at
+the same moments, so each task has its own colour, dash pattern and hollow marker, and is drawn
+a point or two above the one before it: every task stays visible where their lines coincide.
+Labelled vertical lines mark the faults (red, with the step the hurt task had reached), their
+detections (orange, dashed) and the restarts (grey, dotted: a new attempt and the step it resumed
+from, or, in a job that restarts its tasks one at a time, the tasks started again inside one). A
+task's line breaks where it was started again, passes through each fault's step at the fault, and
+ends at its last report: the last report before a task exits is always an event, so the lines
+reach the job's last step, which is marked. matplotlib (Agg backend) is imported here only, and
+only when a drill draws its picture."""
 
 from __future__ import annotations
 
 import io
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launcher.drill.session import ScenarioResult
 from launcher.run.directory import EVENTS_FILE
 from launcher.run.event_log import read_events
 from launcher.run.events import EventType
+from launcher.run.step_figures import run_steps
 from launcher.run.task_events import TaskRestarted
 from worker.wire.safe_open import replace_file
-from worker.wire.tfconfig import TaskId, TFConfigError, checkpoint_writer
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 Record = dict[str, Any]
 Point = tuple[float, int]  # (ts, step)
+
+#: Per task, in order: dash pattern, hollow marker, marker size, line width. Drawn in this order,
+#: each narrower than the one before, so that a line on top never hides the one beneath.
+TASK_STYLES = (("-", "o", 8.0, 3.0), ("--", "s", 6.0, 2.0), (":", "^", 5.0, 1.8),
+               ("-.", "D", 4.0, 1.4), ((0, (5, 1, 1, 1, 1, 1)), "v", 4.0, 1.2))
+#: Each task's line is drawn this many points above the one before it.
+TASK_OFFSET_PT = 1.5
+#: About this many markers per task line (at every report when there are fewer).
+MARKERS_PER_LINE = 14
+
+
+@dataclass(frozen=True)
+class MarkKind:
+    """A kind of vertical line: its colour, dash pattern and name in the legend."""
+
+    color: str
+    style: str
+    label: str
+
+
+FAULT = MarkKind("red", "-", "fault")
+DETECTED = MarkKind("darkorange", "--", "detected")
+RESTART = MarkKind("dimgrey", ":", "restart")
 
 
 def lives(events: Sequence[Record], task: str,
@@ -62,17 +94,19 @@ def restarted_at(events: Sequence[Record]) -> list[tuple[float, str]]:
     return back
 
 
-def finished(events: Sequence[Record], tasks: Sequence[str]) -> tuple[str, float] | None:
-    """The task that writes checkpoints among ``tasks`` (the chief, else worker 0) and when it
-    last exited 0; None if it never did (the job's final step is then not its to show)."""
-    try:
-        writer = checkpoint_writer(TaskId.parse(t) for t in tasks)
-    except TFConfigError:  # not a task of tfcluster's: nothing to say
+def last_step(events: Sequence[Record]) -> Point | None:
+    """The job's last step and when it was reached: the step its last attempt reached (as
+    ``tfcluster status`` and ``summary.json`` count it), at its first report; for a last attempt
+    that had nothing left to train, the step it resumed from, at the job's end."""
+    attempts = run_steps(events).attempts
+    if attempts and attempts[-1].reached is None and attempts[-1].resume_step is not None:
+        return max(float(e["ts"]) for e in events), attempts[-1].resume_step
+    last = next((a for a in reversed(attempts) if a.reached is not None), None)
+    if last is None:
         return None
-    ended = None if writer is None else next(
-        (float(e["ts"]) for e in reversed(events) if e["event"] == EventType.TASK_EXITED
-         and e.get("task") == str(writer) and e.get("exit_code") == 0), None)
-    return None if writer is None or ended is None else (str(writer), ended)
+    return next(((float(e["ts"]), int(e["step"])) for e in events
+                 if e["event"] == EventType.TASK_PROGRESS
+                 and e.get("attempt") == last.number and e.get("step") == last.reached), None)
 
 
 def _title(result: ScenarioResult) -> str:
@@ -86,66 +120,97 @@ def _title(result: ScenarioResult) -> str:
             f"{verdict}")
 
 
-def draw(results: Sequence[ScenarioResult], path: Path) -> Path | None:
-    """Write the picture; None (nothing written) when there is nothing to draw."""
-    if not results:
-        return None
+def _mark(ax: Axes, x: float, kind: MarkKind, text: str, height: float) -> None:
+    """A labelled vertical line: its kind in the legend, ``text`` beside it at ``height`` (a
+    fraction of the panel's height)."""
+    ax.axvline(x, color=kind.color, linestyle=kind.style, linewidth=1.4, label=kind.label,
+               zorder=1)
+    ax.annotate(text, (x, height), xycoords=("data", "axes fraction"), xytext=(3, 0),
+                textcoords="offset points", color=kind.color, fontsize=8, va="center", zorder=20,
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
+                      "alpha": 0.8})
+
+
+def _panel(ax: Axes, figure: Figure, result: ScenarioResult) -> float:
+    """Draw one scenario run; the seconds it lasted."""
+    from matplotlib.transforms import offset_copy
+
+    events_path = result.run_dir / EVENTS_FILE
+    events = read_events(events_path, torn_ok=True) if events_path.exists() else []
+    start = min((float(e["ts"]) for e in events), default=0.0)
+    tasks = sorted({str(e["task"]) for e in events if e["event"] == EventType.TASK_PROGRESS})
+    struck = [(f.injected_at, f.step) for f in result.figures.faults]
+    top = max((int(e["step"]) for e in events if e["event"] == EventType.TASK_PROGRESS), default=1)
+    # lines drawn a little lifted (not in data coordinates) do not size the panel: it is set here
+    ax.set_ylim(-0.03 * top, 1.15 * top)
+    for n, task in enumerate(tasks):
+        dashes, marker, size, width = TASK_STYLES[n % len(TASK_STYLES)]
+        lifted = offset_copy(ax.transData, fig=figure, y=n * TASK_OFFSET_PT, units="points")
+        for life, points in enumerate(lives(events, task, struck)):  # a line per process
+            every = max(1, len(points) // MARKERS_PER_LINE)
+            ax.plot([p[0] - start for p in points], [p[1] for p in points], transform=lifted,
+                    linestyle=dashes, linewidth=width, marker=marker, markersize=size,
+                    markerfacecolor="none", markeredgewidth=1.2, color=f"C{n % 10}",
+                    markevery=(n % every, every), zorder=2 + n,
+                    label=task if life == 0 else None)
+    for fault in result.figures.faults:
+        at = fault.injected_at - start
+        _mark(ax, at, FAULT, f"{fault.fault} → {fault.hurt or 'tfcluster'} "
+              f"at step {fault.step}", 0.93)
+        ax.plot([at], [fault.step], "o", color=FAULT.color, markersize=6, zorder=10)
+        if fault.detection_s is not None:
+            _mark(ax, at + fault.detection_s, DETECTED,
+                  f"detected: {fault.detected_as} (+{fault.detection_s * 1000:.0f} ms)", 0.80)
+    for e in events:
+        if e["event"] == EventType.ATTEMPT_STARTED and int(e["attempt"]) > 0:
+            resumed = e.get("resume_step")
+            _mark(ax, float(e["ts"]) - start, RESTART,
+                  f"attempt {e['attempt']} from "
+                  + ("the beginning" if resumed is None else f"step {resumed}"), 0.07)
+    for at, who in restarted_at(events):
+        _mark(ax, at - start, RESTART, f"{who} started again", 0.07)
+    if (end := last_step(events)) is not None:
+        ended = "done" if result.figures.outcome == "succeeded" else "ended"
+        ax.plot([end[0] - start], [end[1]], "x", color="black", markersize=8, zorder=11)
+        ax.annotate(f"{ended} at step {end[1]}", (end[0] - start, end[1]), xytext=(-8, -10),
+                    textcoords="offset points", ha="right", va="top", fontsize=8, zorder=20,
+                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
+                          "edgecolor": "none", "alpha": 0.8})
+    ax.set_title(_title(result), fontsize=10)
+    ax.set_ylabel("step")
+    ax.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    kept = dict(zip(labels, handles, strict=True))  # one entry per kind of line
+    if kept:
+        ax.legend(kept.values(), kept.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  fontsize=8, handlelength=3.2)
+    return max((float(e["ts"]) for e in events), default=start) - start
+
+
+def figure_of(results: Sequence[ScenarioResult]) -> Figure:
+    """The picture of ``results`` (at least one): a panel each, one time axis for all."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(len(results), 1, figsize=(10, 2.8 * len(results) + 0.6),
-                                squeeze=False)
-    for ax, result in zip(axes[:, 0], results, strict=True):
-        events_path = result.run_dir / EVENTS_FILE
-        events = read_events(events_path, torn_ok=True) if events_path.exists() else []
-        start = min((float(e["ts"]) for e in events), default=0.0)
-        tasks = sorted({str(e["task"]) for e in events if e["event"] == EventType.TASK_PROGRESS})
-        struck = [(f.injected_at, f.step) for f in result.figures.faults]
-        for n, task in enumerate(tasks):
-            for life, points in enumerate(lives(events, task, struck)):  # a line per process
-                width = 1.0 + 2.5 * (len(tasks) - 1 - n) / max(1, len(tasks) - 1)
-                ax.plot([p[0] - start for p in points], [p[1] for p in points], marker=".",
-                        markersize=3, linewidth=width, color=f"C{n % 10}",  # lock-step lines
-                        alpha=0.8,                                          # stay visible
-                        label=task if life == 0 else None)
-        for fault in result.figures.faults:
-            ax.axvline(fault.injected_at - start, color="red", linewidth=1.5)
-            ax.plot([fault.injected_at - start], [fault.step], "o", color="red", markersize=5)
-            hurt = fault.hurt or "tfcluster"
-            ax.annotate(f"{fault.fault} → {hurt} @ {fault.step}",
-                        (fault.injected_at - start, 1), xycoords=("data", "axes fraction"),
-                        xytext=(3, -12), textcoords="offset points", color="red", fontsize=8)
-            if fault.detection_s is not None:
-                ax.axvline(fault.injected_at + fault.detection_s - start, color="orange",
-                           linestyle="--", linewidth=1)
-        for e in events:
-            if e["event"] == EventType.ATTEMPT_STARTED and int(e["attempt"]) > 0:
-                ax.axvline(float(e["ts"]) - start, color="grey", linestyle=":", linewidth=1.2)
-        for at, who in restarted_at(events):
-            ax.axvline(at - start, color="grey", linestyle=":", linewidth=1.2)
-            ax.annotate(f"{who} started again", (at - start, 0), xycoords=("data", "axes fraction"),
-                        xytext=(3, 4), textcoords="offset points", color="dimgrey", fontsize=8)
-        if result.verdict.steps is not None and (done := finished(events, tasks)) is not None:
-            writer, ended = done
-            last = lives(events, writer)[-1][-1]
-            ax.plot([last[0] - start, ended - start], [last[1], result.verdict.steps], "--",
-                    linewidth=1, color=f"C{tasks.index(writer) % 10}", alpha=0.8)
-            ax.plot([ended - start], [result.verdict.steps], "x", color="black", markersize=6)
-            ax.annotate(f"done at step {result.verdict.steps}", (ended - start,
-                        result.verdict.steps), xytext=(-6, -4), textcoords="offset points",
-                        ha="right", va="top", fontsize=8)
-        ax.set_title(_title(result), fontsize=10)
-        ax.set_ylabel("step")
-        ax.grid(alpha=0.3)
-        if tasks:
-            ax.legend(loc="lower right", fontsize=8)
-    restart = ("restart or tasks started again" if any(r.restarts_tasks for r in results)
-               else "restart")
-    axes[-1, 0].set_xlabel("seconds since the job started  (red: fault, at the step reached; "
-                           f"orange dashed: detected; grey dotted: {restart})")
+    figure, axes = plt.subplots(len(results), 1, figsize=(12, 2.9 * len(results) + 0.7),
+                                squeeze=False, sharex=True)
+    lasted = [_panel(ax, figure, result)
+              for ax, result in zip(axes[:, 0], results, strict=True)]
+    axes[-1, 0].set_xlabel("seconds since the job started")
+    axes[-1, 0].set_xlim(0, max(lasted, default=1.0) * 1.02 or 1.0)  # every panel: sharex
     figure.tight_layout()
+    return figure
+
+
+def draw(results: Sequence[ScenarioResult], path: Path) -> Path | None:
+    """Write the picture; None (nothing written) when there is nothing to draw."""
+    if not results:
+        return None
+    figure = figure_of(results)
+    import matplotlib.pyplot as plt
+
     picture = io.BytesIO()
     figure.savefig(picture, dpi=100, format=path.suffix.lstrip(".") or "png")
     plt.close(figure)

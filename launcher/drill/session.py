@@ -35,7 +35,7 @@ from launcher.drill.verdict import (
 from launcher.job.hooks import AttemptHooks
 from launcher.run.directory import EVENTS_FILE
 from launcher.run.event_log import read_events
-from launcher.spec.loading import spec_from_dict
+from launcher.spec.loading import located, spec_base_dir, spec_from_dict
 from launcher.spec.model import ClusterSpec
 
 #: Runs ``spec`` to its end with ``run_dir`` as its run directory; returns the exit code.
@@ -99,7 +99,8 @@ def spec_for_run(plan: Plan, run_dir: Path, own: bool = True) -> ClusterSpec:
                  else run_dir / "checkpoints")
     data = spec.model_dump()
     data["checkpoint"] = {**data["checkpoint"], "dir": str(directory)}
-    return spec_from_dict(data, source=f"{plan.spec_path} (drill run {run_dir.name})")
+    return located(spec_from_dict(data, source=f"{plan.spec_path} (drill run {run_dir.name})"),
+                   spec_base_dir(spec))
 
 
 def partition_links(spec: ClusterSpec, faults: Sequence[Fault]) -> dict[str, NamespaceLink]:

@@ -30,6 +30,7 @@ from launcher.job.hooks import AttemptHooks
 from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt, Resize
 from launcher.job.stall import StallWatch
 from launcher.job.state import JobState
+from launcher.job.stop_step import StopStep, lock_step_hosts
 from launcher.job.task_health import TaskHealthWatch
 from launcher.job.task_reports import handle_report
 from launcher.job.tasks import TaskState, TaskTable
@@ -43,7 +44,6 @@ from launcher.run.events import (
     Event,
     JobStopping,
     TaskExited,
-    TaskProgress,
     TaskStarted,
 )
 from launcher.run.failures import FailureKind, format_report
@@ -101,6 +101,7 @@ class AttemptRunner:
         self.health = HealthMonitor(health, self.started_at)
         self.next_ping = self.started_at
         self.spares_rss: dict[str, int] = {}  # memory of each host's warm spares, bytes
+        self.stops = StopStep(lock_step_hosts(launch_plan.tasks), agents.send, console.say)
         agents.route_output(self._on_output)
 
     @property
@@ -132,7 +133,8 @@ class AttemptRunner:
             attempt=self.plan.attempt, status=status, started_at=self.started_at,
             ended_at=self.clock(), failures=tuple(self.failures.failures), ports=self.plan.ports,
             resume_step=None if self.plan.resume is None else self.plan.resume.step,
-            max_step=self.tasks.max_step(), first_progress_at=self.first_progress_at,
+            max_step=self.tasks.max_step(), reached_step=self.tasks.reached_step(),
+            first_progress_at=self.first_progress_at,
             interrupt_signal=None if self.interrupt is None else self.interrupt.name,
             bad_checkpoints=frozenset(self.bad_checkpoints),
             spares_rss_bytes=sum(self.spares_rss.values()),
@@ -261,14 +263,13 @@ class AttemptRunner:
             self._phase(JobState.RUNNING)
 
     def _on_progress(self, message: Progress, received_at: float) -> None:
-        first, due = self.tasks[message.task].progress(message.step, received_at,
-                                                       PROGRESS_EVENT_INTERVAL_S)
+        first, event = self.tasks[message.task].progress(self.attempt, message.step, received_at,
+                                                         PROGRESS_EVENT_INTERVAL_S)
         if self.first_progress_at is None:
             self.first_progress_at = received_at
         self.health.progress(message.task, message.step, received_at)
-        if due:
-            self.emit(TaskProgress(self.attempt, task=message.task, step=message.step,
-                                   metrics={}, first=first))  # metrics.jsonl keeps the metrics
+        if event is not None:  # the first, at most one a second, and the last (at its exit)
+            self.emit(event)
         # MWMS tasks run in lock-step: tasks that begin at different steps restored different
         # checkpoints, and the collectives will fail
         if first and (firsts := self.tasks.start_steps()) is not None:
@@ -283,10 +284,11 @@ class AttemptRunner:
 
     def _on_report(self, message: TaskReport) -> None:
         handle_report(message, self.attempt, tasks=self.tasks, bad=self.bad_checkpoints,
-                      emit=self.emit, console=self.console, redact=self.redact)
+                      emit=self.emit, console=self.console, redact=self.redact, stops=self.stops)
 
     def _on_exited(self, host: str, message: Exited, received_at: float) -> None:
         runtime = self.tasks[message.task]
+        runtime.flush_progress(self.attempt, self.emit)  # its last step, before its exit
         active = runtime.state.active  # not yet written off (hung, or its host was lost)
         self.health.task_done(message.task)
         if message.exit_code == 0:
@@ -328,10 +330,9 @@ class AttemptRunner:
         return self.health.next_deadline()
 
     def _record_hang(self, issue: HealthIssue) -> None:
-        if issue.task is None:
-            return
-        self.health.task_done(issue.task)
-        self.failures.write_off(issue.task, issue.host, issue.kind, issue.since, issue.message)
+        if issue.task is not None:
+            self.health.task_done(issue.task)
+            self.failures.write_off(issue.task, issue.host, issue.kind, issue.since, issue.message)
 
     def _dump_stacks(self) -> None:
         """Ask every task for its Python stacks (into its log) before the attempt is killed."""
@@ -364,8 +365,7 @@ class AttemptRunner:
         return self.plan.failure_grace_period_s
 
     def _terminate_all(self) -> None:
-        grace = self._grace_s
-        self.terminate_at = None
+        grace, self.terminate_at = self._grace_s, None
         self.agents.terminate_all(grace)
 
     def _shutdown(self) -> None:
@@ -390,10 +390,9 @@ class AttemptRunner:
                            **self.agents.drop_lost(AGENT_EXIT_WAIT_S)}.items():
             self.console.warn(f"{host}: killed {len(pids)} process(es) left behind "
                               f"by the attempt: {pids}")
-        while True:  # the agents' last words (e.g. AgentClosed) after close()
-            try:
+        with contextlib.suppress(queue.Empty):  # the agents' last words (e.g. AgentClosed)
+            while True:
                 self._dispatch(self.inbox.get_nowait())
-            except queue.Empty:
-                break
+        self.tasks.flush_progress(self.attempt, self.emit)  # tasks written off (hung, lost)
         if self.failures:
             self.console.failure_report(format_report(self.failures.failures, self.plan.job))

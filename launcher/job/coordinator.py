@@ -44,6 +44,7 @@ from launcher.job.reservation import Reservation, reserve
 from launcher.job.resume import FRESH, StartingPoint
 from launcher.job.resume_point import find_resume, latest_resume
 from launcher.job.seams import LoopSeams
+from launcher.job.spare_fill import first_checkpoint_watch
 from launcher.job.state import JobState, JobStateMachine
 from launcher.job.task_health import TaskHealthWatch
 from launcher.output.console import Console
@@ -61,7 +62,8 @@ from launcher.run.events import (
 )
 from launcher.run.failures import TaskFailure, exit_code_for_signal
 from launcher.run.outcome import AttemptResult, AttemptStatus
-from launcher.run.summary import job_summary, restart_from
+from launcher.run.restart_line import restart_from
+from launcher.run.summary import job_summary
 from worker.wire.tfconfig import TaskId
 
 #: How long a restart waits for the previous attempt's ports to be released.
@@ -97,13 +99,11 @@ class Coordinator:
         seams = seams or LoopSeams()
         self.planner = planner
         self.spec = planner.spec
-        self.run_dir = run_dir
-        self.backend = backend
+        self.run_dir, self.backend = run_dir, backend
         self.session = session or PlainSession()
         self.console = console
         self.reservation = reservation
         self.ports = seams.ports  # the reservation's, once the run starts
-        self.hooks = hooks
         self.listeners = list(listeners)
         self.clock = seams.clock
         self._new_inbox = seams.new_inbox
@@ -128,7 +128,8 @@ class Coordinator:
                                      emit=self._emit, clock=self.clock)
             self.grow = GrowWatch(self.keeper, self._to_inbox,
                                   lambda work: seams.spawn("grow-probe", work))
-            self.hooks = HookList(hooks, self.grow)
+        self.hooks = HookList(hooks, self.grow, first_checkpoint_watch(
+            self.spec, self.agents.send_all, backend.chief_files))
 
     # --- entry points ------------------------------------------------------------------------
 
@@ -173,8 +174,8 @@ class Coordinator:
 
     def _tidy_checkpoint_dir(self) -> None:
         """Every task is gone: remove the copies non-chief tasks left (never the chief's)."""
-        preview = self.planner.preview()
-        if preview.checkpoint_dir is not None:
+        preview = self.planner.preview() if self.spec.checkpoint is not None else None
+        if preview is not None and preview.checkpoint_dir is not None:  # (None: no plan made)
             with self.backend.chief_files.fs(preview.chief_host) as fs, \
                     contextlib.suppress(OSError):
                 if fs is not None:
@@ -295,8 +296,7 @@ class Coordinator:
             self.machine.to(JobState.RESTARTING)
             self._emit(JobRestarting(
                 attempt=attempt + 1, reason=decision.reason, backoff_s=decision.backoff_s,
-                counts_against_budget=decision.counts,
-                resume_step=None if resume is None else resume.step,
+                counts_against_budget=decision.counts, resume_step=getattr(resume, "step", None),
                 resume_checkpoint=None if resume is None else resume.checkpoint))
             start = restart_from(resume, launch_plan.checkpoint_dir, history)
             self.console.warn(f"restarting the job in {decision.backoff_s:.1f}s from {start}: "

@@ -46,7 +46,8 @@ class FailureLog:
         kind, note = classify_exit(message, restore_failed=runtime.restore_failed,
                                    reported_steps=runtime.step is not None,
                                    preemption_codes=self._preemption_codes,
-                                   memory_note=memory_note)
+                                   memory_note=memory_note,
+                                   saved_preemption=runtime.saved_preemption)
         self.record(TaskFailure(
             task=message.task, host=host, attempt=self.attempt, kind=kind,
             died_at=message.ts, observed_at=received_at, exit_code=message.exit_code,

@@ -8,6 +8,7 @@ import signal
 from typing import Protocol
 
 from launcher.job.tasks import TaskState
+from launcher.plan.planner import LaunchPlan
 from launcher.run.events import Event
 
 
@@ -25,6 +26,10 @@ class TaskControl(Protocol):
 
     @property
     def attempt(self) -> int: ...
+
+    @property
+    def plan(self) -> LaunchPlan:
+        """What the attempt launched (its hosts, tasks, checkpoint directory)."""
 
     @property
     def tasks(self) -> TaskLookup:

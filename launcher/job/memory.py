@@ -33,7 +33,8 @@ NEARLY_OUT_FRACTION = 0.05
 OOM_ADVICE = ("use a smaller per-replica batch size, mixed precision "
               "(tf.keras.mixed_precision.set_global_policy('mixed_float16')), or gradient "
               "accumulation (worker.accumulation) / recomputation (tf.recompute_grad); "
-              "see \"Out of memory\" under Troubleshooting in the README")
+              "see \"Out of memory\" under Troubleshooting in the docs "
+              "(docs/guides/troubleshooting.md)")
 
 #: What TensorFlow and Python write when an allocation fails.
 _RAN_OUT = re.compile(r"ResourceExhaustedError|OOM when allocating|\bMemoryError\b")

@@ -15,11 +15,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from launcher.chief.access import ChiefFiles
+from launcher.chief.checkpoints import latest_checkpoint
 from launcher.chief.lock import HolderRecord, held
-from launcher.plan.planner import Planner
-from launcher.plan.ports import PortAllocator
+from launcher.plan.planner import HostPlan, Planner
+from launcher.plan.ports import PortAllocator, port_seed
 from launcher.run.directory import RunDir
 from worker.wire.tfconfig import TaskId
 
@@ -65,6 +67,20 @@ class Reservation:
             self.allocator.close()
 
 
+def earlier_checkpoint(chief_files: ChiefFiles, chief: HostPlan, directory: str,
+                       say: Callable[[str], None]) -> None:
+    """A new run whose checkpoint dir already holds a checkpoint (an earlier run's) says so in
+    one line: its tasks find it there and resume from it, as TF's ``CheckpointManager`` and
+    Keras' ``BackupAndRestore`` do."""
+    with chief_files.fs(chief) as fs:
+        found = None if fs is None else latest_checkpoint(directory, fs).checkpoint
+    if found is not None:
+        step = "" if found.step is None else f" at step {found.step}"
+        say(f"resuming the checkpoint an earlier run left in {directory}{step}: a script that "
+            "restores the latest checkpoint there continues from it (remove the dir, or give "
+            "another checkpoint.dir, to start fresh)")
+
+
 def reserve(planner: Planner, run_dir: RunDir, chief_files: ChiefFiles, *,
             warnings: Warnings | None = None, ports: PortAllocator | None = None) -> Reservation:
     """Take what the first attempt of ``planner``'s job needs, in order: check the run
@@ -75,12 +91,18 @@ def reserve(planner: Planner, run_dir: RunDir, chief_files: ChiefFiles, *,
     warnings = warnings or Warnings()
     run_dir.check()
     allocator = ports or PortAllocator()
+    allocator.seed = port_seed(planner.spec.name)  # the ports ``tfcluster plan`` showed
     stack = contextlib.ExitStack()
     try:
         preview = planner.preview()
         wanted = planner.ports_to_allocate
         first_ports = dict(zip(wanted, allocator.allocate(len(wanted)), strict=True))
         directory = preview.checkpoint_dir
+        inside = directory is not None and preview.chief_host.local and \
+            Path(directory).is_relative_to(run_dir.path)
+        if inside:  # ``tfcluster local``'s own checkpoint dir: the run dir's problems come first
+            run_dir.create()
+            stack.callback(run_dir.release)
         if directory is not None:
             chief = preview.chief_host
             lock = stack.enter_context(chief_files.lock(chief, directory))
@@ -90,7 +112,10 @@ def reserve(planner: Planner, run_dir: RunDir, chief_files: ChiefFiles, *,
             else:
                 record = HolderRecord.this_process(planner.spec.name, str(run_dir.path))
                 stack.enter_context(held(lock, directory, record, warnings))
-        run_dir.create()
+            if not run_dir.resuming:
+                earlier_checkpoint(chief_files, chief, directory, warnings)
+        if not inside:
+            run_dir.create()
     except BaseException:
         stack.close()
         allocator.close()

@@ -42,7 +42,7 @@ from launcher.run.from_json import RecordError
 from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.run.record_fields import FieldError, Fields, integer
 from launcher.run.stored_spec import STORED_SPEC_FORMAT
-from launcher.spec.loading import spec_from_dict
+from launcher.spec.loading import located, spec_from_dict
 from launcher.spec.model import ClusterSpec
 from worker.wire.tfconfig import TaskId
 
@@ -256,7 +256,8 @@ def _stored(run_dir: RunDir) -> tuple[ClusterSpec, str]:
     if record.get("format") != STORED_SPEC_FORMAT or not isinstance(record.get("base_dir"), str):
         raise RunDirError(run_dir.path, f"{run_dir.spec_file.name} is not a spec stored by this "
                           f"tfcluster (unknown format); {NEW_RUN}")
-    return spec_from_dict(record.get("spec"), source=source), record["base_dir"]
+    return located(spec_from_dict(record.get("spec"), source=source), record["base_dir"]), \
+        record["base_dir"]
 
 
 def _check_agrees(path: Path, spec: ClusterSpec, base_dir: str, *, given: ClusterSpec | None,

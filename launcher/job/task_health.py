@@ -29,6 +29,7 @@ from launcher.job.memory import (
 from launcher.job.straggler import StepRate, StragglerDetector, slowest
 from launcher.output.metrics import JobFigures, MetricsSink, Report
 from launcher.run.events import Event, JobHealth, TaskMemoryHigh, TaskStraggling
+from launcher.run.step_figures import TaskSteps, job_rate
 from launcher.spec.health import HealthSpec
 from worker.wire.protocol import Exited, Heartbeat, Progress, Started
 from worker.wire.tfconfig import EVALUATOR
@@ -39,13 +40,19 @@ LOCKSTEP_SETTLE_S = 20.0
 
 #: ``job_health`` is emitted at most this often (or every half straggler window if shorter).
 HEALTH_EVENT_INTERVAL_S = 5.0
+#: The job's steps/s goes to TensorBoard (``job/steps_per_s``) at most this often while it trains,
+#: and once more when an attempt's last task exits.
+JOB_FIGURES_INTERVAL_S = 1.0
 
 
 @dataclass
 class _Task:
     host: str = "-"
     running: bool = False
-    rate: StepRate = field(default_factory=StepRate)
+    rate: StepRate = field(default_factory=StepRate)  # over the last seconds: for stragglers
+    #: Its steps/s as every view shows it (:mod:`launcher.run.step_figures`): this life's.
+    steps: TaskSteps = field(default_factory=TaskSteps)
+    life_attempt: int | None = None  # the attempt of its current process
     reported: bool = False  # reported a step in this attempt
     cpu_percent: float | None = None
     cpu_sum: float = 0.0
@@ -59,8 +66,6 @@ class _Task:
     figures: Figures | None = None  # lock-step figures as last computed
     last_figures: Figures | None = None  # the last it had (for the summary)
     attempt_peak_rss: int = 0  # of this attempt's process
-    steps_per_s: float | None = None  # as last computed (None: not running, or no rate yet)
-    last_steps_per_s: float | None = None  # the last rate it had (for the summary)
 
 
 class TaskHealthWatch:
@@ -77,6 +82,7 @@ class TaskHealthWatch:
         self.tasks: dict[str, _Task] = {}
         self.stragglers = StragglerDetector(health.straggler_ratio, health.straggler_window_s)
         self.next_tick: float | None = None
+        self.next_job_figures = 0.0
         self.slowest: str | None = None
         self.straggler_log: list[dict[str, Any]] = []
         self.memory_log: list[dict[str, Any]] = []
@@ -103,9 +109,12 @@ class TaskHealthWatch:
             state.host, state.running = host, True
             state.memory = state.killed_at = state.figures = None  # a new process
             state.warned, state.attempt_peak_rss, state.started_at = False, 0, now
+            state.steps, state.life_attempt = TaskSteps(), attempt
             state.usage.reset()
         elif isinstance(message, Exited):
             self.task(message.task).running = False
+            if not any(t.running for t in self.tasks.values()):
+                self._job_figures(now, attempt, final=True)
         if self.next_tick is None:
             self.next_tick = now + self.interval_s
         elif now >= self.next_tick:
@@ -120,12 +129,15 @@ class TaskHealthWatch:
         for state in self.tasks.values():
             state.rate.reset()
             state.reported = state.warned = state.running = False
-            state.steps_per_s = state.memory = state.killed_at = None  # the last attempt's
+            state.memory = state.killed_at = None  # the last attempt's
             state.attempt_peak_rss = 0
 
     def _progress(self, attempt: int, message: Progress, now: float) -> None:
         state = self.task(message.task)
         state.rate.add(now, message.step)
+        state.steps.add(now, message.step)
+        if now >= self.next_job_figures:
+            self._job_figures(now, attempt)
         restart = not state.reported and attempt > 0
         state.reported = True
         if self.metrics is not None:
@@ -164,13 +176,23 @@ class TaskHealthWatch:
     # --- what it makes of it -----------------------------------------------------------------
 
     def rates(self, now: float) -> dict[str, float]:
+        """The running tasks' steps/s over the last seconds (what stragglers are told by)."""
         found = {}
         for name, state in self.tasks.items():
-            rate = state.rate.rate(now) if state.running else None
-            state.steps_per_s = rate
-            if rate is not None:
-                found[name] = state.last_steps_per_s = rate
+            if state.running and (rate := state.rate.rate(now)) is not None:
+                found[name] = rate
         return found
+
+    def _job_figures(self, now: float, attempt: int, final: bool = False) -> None:
+        """The job's steps/s (its slowest task's) and step to TensorBoard: the running tasks',
+        or, ``final``, those of the attempt's tasks at its end (its last step)."""
+        self.next_job_figures = now + JOB_FIGURES_INTERVAL_S
+        tasks = [t.steps for t in self.tasks.values() if t.life_attempt == attempt
+                 and (final or t.running)]
+        steps = [step for t in tasks if (step := t.step) is not None]
+        if self.metrics is not None and (rate := job_rate(tasks)) is not None:
+            # the step every task had reached (at the end, the attempt's last step)
+            self.metrics.job(JobFigures(ts=now, step=min(steps), values={"steps_per_s": rate}))
 
     def tick(self, now: float) -> None:
         """Straggler changes, then one ``job_health`` event and the job's steps/s."""
@@ -191,16 +213,13 @@ class TaskHealthWatch:
                                      others_steps_per_s=round(change.others_rate, 3),
                                      since=change.since, ratio=ratio, window_s=window))
         self.slowest = slowest(rates)
-        job_rate = min(rates.values()) if rates else None
-        held = self._look_lockstep(attempt, now, job_rate)
+        rate = job_rate(t.steps for t in self.tasks.values() if t.running)
+        held = self._look_lockstep(attempt, now, rate)
         named = set(self.stragglers.flagged) | ({held.task} if held else set())
         self.emit(JobHealth(attempt, tasks=self._figures(), slowest=self.slowest,
-                            steps_per_s=None if job_rate is None else round(job_rate, 3),
+                            steps_per_s=None if rate is None else round(rate, 3),
                             stragglers=sorted(named),
-                            held_back_by=None if held is None else self._held_text(held, job_rate)))
-        steps = [s for t in self.tasks.values() if t.running and (s := t.rate.step) is not None]
-        if self.metrics is not None and job_rate is not None and steps:
-            self.metrics.job(JobFigures(ts=now, step=min(steps), values={"steps_per_s": job_rate}))
+                            held_back_by=None if held is None else self._held_text(held, rate)))
 
     # --- the lock-step job's straggler ----------------------------------------------------
 
@@ -252,8 +271,8 @@ class TaskHealthWatch:
             others_cpu_cores=round(others.cpu, 3), others_wait_share=round(others.wait_share, 3)))
 
     def _figures(self) -> dict[str, dict[str, Any]]:
-        return {name: {"host": s.host, "step": s.rate.step,
-                       "steps_per_s": None if s.steps_per_s is None else round(s.steps_per_s, 3),
+        return {name: {"host": s.host, "step": s.steps.step,
+                       "steps_per_s": None if s.steps.rate is None else round(s.steps.rate, 3),
                        "cpu_percent": s.cpu_percent,
                        "cpu_cores": None if s.figures is None else round(s.figures.cpu, 3),
                        "wait_share": None if s.figures is None else round(s.figures.wait_share, 3),
@@ -280,9 +299,9 @@ class TaskHealthWatch:
         last steps/s, mean CPU %, last and peak RSS; the slowest task; every straggler and memory
         warning."""
         return {
-            "tasks": {name: {"step": s.rate.step,
-                             "steps_per_s": None if s.last_steps_per_s is None
-                             else round(s.last_steps_per_s, 3),
+            "tasks": {name: {"step": s.steps.step,
+                             "steps_per_s": None if s.steps.rate is None
+                             else round(s.steps.rate, 3),
                              "cpu_percent_mean": None if not s.cpu_samples
                              else round(s.cpu_sum / s.cpu_samples, 1),
                              "rss_bytes": None if s.memory is None else s.memory.rss_bytes,

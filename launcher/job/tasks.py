@@ -11,11 +11,13 @@ Transitions (anything else is a bug and raises):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from launcher.plan.planner import TaskPlan
+from launcher.run.events import Event, TaskProgress
+from launcher.run.step_figures import reached_step
 from worker.wire.tfconfig import TRAINING_TYPES
 
 
@@ -53,29 +55,53 @@ class TaskRuntime:
     first_step: int | None = None
     step: int | None = None
     last_progress_event: float = 0.0
+    #: The last report (step, when it arrived) not written as an event yet: written at its exit.
+    unsent: tuple[int, float] | None = None
     #: The checkpoint this task said it could not restore.
     restore_failed: str | None = None
+    #: The step at which it said it saved on a preemption notice (``preempted`` report): a
+    #: SIGTERM that ends it afterwards, while it exits, is still that preemption.
+    saved_preemption: int | None = None
 
     @property
     def name(self) -> str:
         return str(self.plan.task)
 
-    def progress(self, step: int, at: float, event_interval_s: float) -> tuple[bool, bool]:
-        """Record a reported step: (whether it is the task's first, whether a progress event is
-        due: the first, then at most one per ``event_interval_s``)."""
+    def progress(self, attempt: int, step: int, at: float,
+                 event_interval_s: float) -> tuple[bool, TaskProgress | None]:
+        """Record a reported step: whether it is the task's first, and its progress event if one
+        is due (the first, then at most one per ``event_interval_s``; the last report is written
+        by :meth:`unsent_progress` when the task exits)."""
         first = self.first_step is None
         if first:
             self.first_step = step
         self.step = step
-        due = first or at - self.last_progress_event >= event_interval_s
-        if due:
-            self.last_progress_event = at
-        return first, due
+        if not first and at - self.last_progress_event < event_interval_s:
+            self.unsent = (step, at)
+            return first, None
+        self.last_progress_event, self.unsent = at, None
+        return first, TaskProgress(attempt, task=self.name, step=step, metrics={}, first=first,
+                                   received_at=at)  # metrics.jsonl keeps the metrics
+
+    def unsent_progress(self, attempt: int) -> list[TaskProgress]:
+        """The event of its last report if none was written for it (once): every view of the
+        run reaches the last step it reported."""
+        if self.unsent is None:
+            return []
+        (step, at), self.unsent = self.unsent, None
+        return [TaskProgress(attempt, task=self.name, step=step, metrics={}, first=False,
+                             received_at=at)]
+
+    def flush_progress(self, attempt: int, emit: Callable[[Event], None]) -> None:
+        """Write the event of its last report if none was (at its exit)."""
+        for event in self.unsent_progress(attempt):
+            emit(event)
 
     def again(self) -> None:
         """Started again alone: what it reported before is forgotten."""
         self.to(TaskState.PENDING)
-        self.pid = self.first_step = self.step = self.restore_failed = None
+        self.pid = self.first_step = self.step = self.restore_failed = self.unsent = None
+        self.saved_preemption = None
         self.last_progress_event = 0.0
 
     def to(self, state: TaskState) -> None:
@@ -116,6 +142,15 @@ class TaskTable:
 
     def on(self, host: str) -> list[TaskRuntime]:
         return [t for t in self if t.plan.host == host]
+
+    def flush_progress(self, attempt: int, emit: Callable[[Event], None]) -> None:
+        """Write the events of every task's last report not written yet (the attempt's end)."""
+        for task in self:
+            task.flush_progress(attempt, emit)
+
+    def reached_step(self) -> int | None:
+        """The step every training task had reached (:mod:`launcher.run.step_figures`)."""
+        return reached_step({t.name: t.step for t in self if t.step is not None})
 
     def max_step(self) -> int | None:
         steps = [t.step for t in self if t.step is not None]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from launcher.errors import UsageError
+from launcher.output.latest_run import task_name
 from launcher.output.run_files import open_run_file, refuse_planted, unsafe_to_usage
 from launcher.run.directory import EVENTS_FILE, LOCK_FILE
 from launcher.run.event_lines import EventLines
@@ -84,7 +85,8 @@ def attempt_numbers(run_dir: Path) -> list[int]:
 
 
 def log_path(run_dir: Path, task: str | None, attempt: int | None) -> tuple[Path, str, int]:
-    """The log of ``task`` (default: the first task, chief first) in ``attempt`` (default the
+    """The log of ``task`` (default: the first task, chief first; ``chief``, ``worker-1`` are
+    read as :func:`~launcher.output.latest_run.task_name` says) in ``attempt`` (default the
     latest); one clear line if there is no such attempt or task."""
     check_run_dir(run_dir, "logs")
     numbers = attempt_numbers(run_dir)
@@ -102,6 +104,7 @@ def log_path(run_dir: Path, task: str | None, attempt: int | None) -> tuple[Path
         if not known:
             raise UsageError(f"tfcluster logs: attempt {attempt} of {run_dir} has no task logs")
         task = known[0]
+    task = task_name(task, known)
     try:
         stem = TaskId.parse(task).file_stem
     except TFConfigError as exc:
@@ -184,6 +187,7 @@ def follow_log(run_dir: Path, task: str | None, attempt: int | None, out: TextIO
     ``attempt`` it moves on to the next attempt's log of the same task when the job restarts. A
     task of the running job that has not written a line yet (so has no log) is waited for."""
     check_run_dir(run_dir, "logs")
+    task = None if task is None else task_name(task, ())
     job_ended = _EndWatch(run_dir / EVENTS_FILE)
     while True:
         ended = job_ended()

@@ -7,7 +7,8 @@ What is shown of the task output is calmer than the task logs, which keep every 
 is cut at :data:`MAX_LINE_CHARS` (the cut said); and with ``hold_s`` > 0 lines are held back that
 long so that, once a task fails, what the others print while tfcluster stops them goes to their
 logs only (:mod:`launcher.output.held`, :mod:`launcher.output.calm`): the console then says one
-line per survivor (:meth:`Console.failure_report`)."""
+line per survivor (:meth:`Console.failure_report`). What tasks print when the coordination service's
+leader has exited is shown only if the job fails (:mod:`launcher.output.job_end_lines`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import IO, Any, TextIO, cast
 
 from launcher.output.calm import CalmStop
 from launcher.output.held import HeldLines
+from launcher.output.job_end_lines import JobEndLines
 from launcher.output.terminal import StreamWriter, WriterFile
 from launcher.run.events import EventType
 from launcher.run.noise import hidden_by_default
@@ -92,6 +94,7 @@ class Console:
         self._lock = threading.Lock()
         self._held = HeldLines(self._show_task_line, hold_s)
         self.calm = CalmStop(self._held, mute=not verbose)
+        self._end_lines = JobEndLines()
         self._at_job_start = list(at_job_start)
         self._width = 0
         self._rich: Any = None  # a rich Console while a live status is shown
@@ -99,15 +102,31 @@ class Console:
     def on_event(self, record: dict[str, Any]) -> None:
         """An event listener: says the ``at_job_start`` lines once the job started, mutes task
         output once a task failed (:mod:`launcher.output.calm`), and says how much TF noise was
-        left out when the job ends (before its last line)."""
+        left out when the job ends (before its last line). The lines of a task that lost the
+        coordination service's leader are dropped when the job succeeded, else shown."""
         kind = record.get("event")
         if kind == EventType.JOB_STARTED.value:
             for text in self._at_job_start:
                 self.say(text)
             self._at_job_start.clear()
-        elif kind in (EventType.JOB_SUCCEEDED.value, EventType.JOB_FAILED.value):
+        elif kind == EventType.JOB_SUCCEEDED.value:
+            self._drop_end_lines()
             self._say_noise()
+        elif kind == EventType.JOB_FAILED.value:
+            self._show_end_lines()
+            self._say_noise()
+        elif kind in (EventType.TASK_FAILED.value, EventType.ATTEMPT_STARTED.value):
+            self._show_end_lines()  # before the calm console withdraws the survivors' lines
         self.calm.on_event(record)
+
+    def _drop_end_lines(self) -> None:
+        dropped = self._end_lines.drop()
+        with self._lock:
+            self.noise_lines += dropped
+
+    def _show_end_lines(self) -> None:
+        for task, line in self._end_lines.release():
+            self._held.add(task, line)
 
     def _say_noise(self) -> None:
         with self._lock:
@@ -118,7 +137,9 @@ class Console:
 
     @property
     def interactive(self) -> bool:
-        return self.colour and self.out.isatty()
+        """Output goes to a terminal: the live table is drawn. ``NO_COLOR`` does not change this:
+        it takes colour away, nothing else (https://no-color.org; rich honours it in the table)."""
+        return self.out.isatty()
 
     def _label(self, task: str) -> str:
         self._width = max(self._width, len(task))
@@ -131,9 +152,8 @@ class Console:
             with self._lock:
                 self.noise_lines += 1
             return
-        if len(line) > MAX_LINE_CHARS:
-            line = _cut(line)
-        self._held.add(task, line)
+        for shown in [line] if self.verbose else self._end_lines.take(task, line):
+            self._held.add(task, _cut(shown) if len(shown) > MAX_LINE_CHARS else shown)
 
     def failure_report(self, report: str) -> None:
         """An attempt's failure report (root cause first), then one line per task tfcluster
@@ -201,6 +221,10 @@ class Console:
     def close(self) -> None:
         """Say how much TF noise was left out, write out what is still queued (bounded wait for
         a slow reader). Safe to repeat."""
+        if self._end_lines.succeeded:
+            self._drop_end_lines()
+        else:
+            self._show_end_lines()
         self._held.close()
         self._say_noise()
         self._out.close()

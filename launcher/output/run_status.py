@@ -26,6 +26,7 @@ from launcher.run.directory import EVENTS_FILE, MAX_SPEC_BYTES, SPEC_FILE, SUMMA
 from launcher.run.event_lines import EventLineError, EventLines
 from launcher.run.events import EventType
 from launcher.run.record_fields import FieldError, Fields, integer, mapping, number
+from launcher.run.step_figures import RunSteps
 from launcher.run.stored_spec import STORED_SPEC_FORMAT
 from worker.wire.safe_open import open_reading
 
@@ -62,6 +63,8 @@ class RunEvents:
         maxlen=MAX_NOTES))
     skipped: list[str] = field(default_factory=list)
     skipped_count: int = 0
+    #: Steps, steps/s, steps lost and each attempt's state, as every view counts them.
+    steps: RunSteps = field(default_factory=RunSteps)
 
     def add(self, record: dict[str, Any]) -> None:
         """Take one record; FieldError if a field it needs has the wrong type (then nothing of
@@ -71,6 +74,7 @@ class RunEvents:
         step = _STEPS.get(kind)
         if step is not None:
             step(self, one, ts)
+        self.steps.add(record)
         self.first_ts = ts if self.first_ts is None else self.first_ts
         self.last_ts = ts
 
@@ -94,8 +98,6 @@ def _attempt_started(run: RunEvents, one: Fields, ts: float) -> None:
 def _end(run: RunEvents, one: Fields, ts: float) -> None:
     run.end = {"event": one.kind, "ts": ts, "reason": one.string("reason"),
                "exit_code": one.whole("exit_code")}
-    if run.attempts:
-        run.attempts[-1].ended = "succeeded" if one.kind == EventType.JOB_SUCCEEDED else "failed"
 
 
 def _task_event(run: RunEvents, one: Fields, ts: float) -> None:
@@ -131,11 +133,6 @@ def _health(run: RunEvents, one: Fields, ts: float) -> None:
         run.attempts[-1].health = run.last_health
 
 
-def _restarting(run: RunEvents, one: Fields, ts: float) -> None:
-    if run.attempts:
-        run.attempts[-1].ended = "restarting"
-
-
 def _placed(run: RunEvents, one: Fields, ts: float) -> None:
     attempt = one.whole("attempt")
     if attempt is not None:
@@ -166,7 +163,6 @@ _STEPS: dict[str, Callable[[RunEvents, Fields, float], None]] = {
                                       EventType.TASK_EXITED.value, EventType.TASK_FAILED.value,
                                       "task_restarted", "task_left_out")},
     EventType.JOB_HEALTH.value: _health,
-    EventType.JOB_RESTARTING.value: _restarting,
     "attempt_placed": _placed,
     EventType.TASK_STRAGGLING.value: _straggling,
     EventType.TASK_MEMORY_HIGH.value: _memory,
@@ -236,14 +232,22 @@ def status_lines(run_dir: Path, now: float | None = None) -> list[str]:
         resumed = ("from the beginning" if attempt.resume_step is None
                    else f"from step {attempt.resume_step}")
         extra = figures.get(attempt.number, {})
-        top = integer(extra.get("max_step"))
+        # summary.json's figures once written (the coordinator's, which the events agree with
+        # unless events.jsonl reached its bound), else the same ones from the events
+        steps = run.steps.attempt(attempt.number)
+        top = integer(extra.get("reached_step"))
+        if top is None and steps is not None:
+            top = steps.reached
         if top is None:
-            top = max(attempt.steps.values(), default=None)
-        line = (f"attempt {attempt.number}: {attempt.ended or 'running'}, started {begun} "
+            top = integer(extra.get("max_step"))
+        state = "running" if steps is None else steps.state.value
+        line = (f"attempt {attempt.number}: {state}, started {begun} "
                 f"{resumed}, reached step {'-' if top is None else top}")
         if attempt.root_cause is not None:
             line += f"; root cause: {_cause_line(attempt.root_cause)}"
         lost, took = integer(extra.get("steps_lost")), number(extra.get("recovery_s"))
+        if lost is None and not extra:
+            lost = run.steps.lost(attempt.number)
         if lost is not None or took is not None:
             line += (f"; steps lost {'-' if lost is None else lost}, "
                      f"recovered in {'-' if took is None else took}s")
@@ -252,7 +256,7 @@ def status_lines(run_dir: Path, now: float | None = None) -> list[str]:
             out.append(placement_line(run.placed[attempt.number]))
     if run.attempts:
         out += task_lines(run.attempts[-1], mapping(mapping(summary.get("health")).get("tasks")),
-                          ordered_tasks)
+                          ordered_tasks, run.steps.attempt(run.attempts[-1].number))
     out += health_lines(run_dir, run.last_health, list(run.notes), summary)
     # what the files say cannot drive the terminal: control characters shown escaped
     return [printable(line, MAX_STATUS_LINE_CHARS) for line in out + _problems(run, summary_problem)]

@@ -16,13 +16,13 @@ from typing import Any
 
 from launcher.output.console import Console
 from launcher.run.events import EventType
+from launcher.run.step_figures import TaskSteps, arrived_at
 from worker.wire.tfconfig import TASK_TYPES, TaskId, TFConfigError, task_order
 
 PLAIN_PROGRESS_INTERVAL_S = 10.0
 #: A straggler's note in the table, by the ``cause`` of its ``task_straggling`` event.
 _STRAGGLER_NOTES = {"slow_steps": "straggler", "starved": "straggler: starved of CPU",
                     "more_work": "straggler: more work"}
-_RATE_WINDOW_S = 5.0
 
 
 @dataclass
@@ -32,7 +32,8 @@ class TaskRow:
     state: str = "pending"
     step: int | None = None
     restarts: int = 0
-    samples: list[tuple[float, int]] = field(default_factory=list)
+    #: Its step and steps/s, as every view counts them (:mod:`launcher.run.step_figures`).
+    life: TaskSteps = field(default_factory=TaskSteps)
     cpu_percent: float | None = None
     rss_bytes: int | None = None
     #: Why it is a straggler (None: it is not): see ``_STRAGGLER_NOTES``.
@@ -40,7 +41,7 @@ class TaskRow:
     memory_high: bool = False
 
     def new_attempt(self, attempt: int) -> None:
-        self.state, self.restarts, self.samples, self.step = "starting", attempt, [], None
+        self.state, self.restarts, self.life, self.step = "starting", attempt, TaskSteps(), None
         self.cpu_percent = self.rss_bytes = None
         self.straggler, self.memory_high = None, False
 
@@ -49,18 +50,14 @@ class TaskRow:
         notes = [] if self.straggler is None else [self.straggler]
         return ", ".join(notes + (["memory high"] if self.memory_high else []))
 
-    def record(self, ts: float, step: int) -> None:
+    def record(self, at: float, step: int) -> None:
         self.step = step
-        self.samples.append((ts, step))
-        while len(self.samples) > 2 and ts - self.samples[0][0] > _RATE_WINDOW_S:
-            self.samples.pop(0)
+        self.life.add(at, step)
 
     @property
     def rate(self) -> float | None:
-        if len(self.samples) < 2:
-            return None
-        (t0, s0), (t1, s1) = self.samples[0], self.samples[-1]
-        return (s1 - s0) / (t1 - t0) if t1 > t0 else None
+        """Its steps over its training time in this life (its first report to its last)."""
+        return self.life.rate
 
 
 class StatusBoard:
@@ -99,9 +96,9 @@ class StatusBoard:
                 row.new_attempt(self.attempt)
         elif kind == EventType.TASK_STARTED and task:
             self.row(task).host = str(event.get("host", "-"))
-            self.row(task).state = "running"
+            self.row(task).state, self.row(task).life = "running", TaskSteps()  # a new process
         elif kind == EventType.TASK_PROGRESS and task:
-            self.row(task).record(float(event["ts"]), int(event["step"]))
+            self.row(task).record(arrived_at(event), int(event["step"]))
         elif kind == EventType.TASK_EXITED and task:
             self.row(task).state = "stopped" if event.get("stopped") else "done"
         elif kind == EventType.TASK_FAILED and task in self.rows:

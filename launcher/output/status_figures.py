@@ -6,12 +6,15 @@ warnings and the metrics kept. Every figure comes from a file read back (``event
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from launcher.run.record_fields import integer, mapping, number, text
+from launcher.run.step_figures import AttemptSteps
 
 
 @dataclass
@@ -21,7 +24,6 @@ class Attempt:
     number: int
     started: float
     resume_step: int | None = None
-    ended: str | None = None  # "restarting" / "succeeded" / "failed"
     root_cause: dict[str, Any] | None = None
     steps: dict[str, int] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)
@@ -52,15 +54,21 @@ def placement_line(placed: Mapping[str, Any]) -> str:
 
 
 def task_lines(attempt: Attempt, ended: Mapping[str, Any],
-               ordered: Callable[[Iterable[str]], list[str]]) -> list[str]:
-    """Per task: live figures from the last ``job_health`` or, once the job ended, the summary's
-    (last steps/s, mean CPU, peak RSS)."""
+               ordered: Callable[[Iterable[str]], list[str]],
+               steps: AttemptSteps | None = None) -> list[str]:
+    """Per task: its step and steps/s from the attempt's ``steps`` (the events, as every view
+    counts them: :mod:`launcher.run.step_figures`), CPU and RSS from the last ``job_health`` or,
+    once the job ended, the summary's (mean CPU, peak RSS)."""
     figures = mapping((attempt.health or {}).get("tasks"))
     names = ordered([str(name) for name in {*attempt.states, *attempt.steps, *figures}])
     out = [f"tasks (attempt {attempt.number}):"] if names else []
     for name in names:
         one, final = mapping(figures.get(name)), mapping(ended.get(name))
-        rate = number(final.get("steps_per_s", one.get("steps_per_s")))
+        life = None if steps is None else steps.tasks.get(name)
+        rate = number(final.get("steps_per_s")) if final else None
+        if rate is None:  # running: from the events, fresher than the last job_health
+            rate = life.rate if life is not None and life.rate is not None else \
+                number(one.get("steps_per_s"))
         cpu = number(final.get("cpu_percent_mean", one.get("cpu_percent")))
         step = max([s for s in (attempt.steps.get(name), integer(one.get("step")),
                                 integer(final.get("step"))) if s is not None], default=None)
@@ -105,5 +113,8 @@ def health_lines(run_dir: Path, last_health: Mapping[str, Any] | None, notes: li
                    f"(it reached its {_size(events.get('max_bytes'))} bound: "
                    + ", ".join(f"{n} {kind}" for kind, n in sorted(left_out.items())) + ")")
     if (run_dir / "tensorboard").is_dir():
-        out.append(f"tensorboard: tensorboard --logdir {run_dir / 'tensorboard'}")
+        # The coordinator's host needs no TensorFlow: say how to get TensorBoard where it is missing.
+        there = shutil.which("tensorboard") or Path(sys.executable).with_name("tensorboard").exists()
+        missing = "" if there else " (pip install tensorboard, or tfcluster[tf])"
+        out.append(f"tensorboard: tensorboard --logdir {run_dir / 'tensorboard'}{missing}")
     return out

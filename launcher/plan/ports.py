@@ -12,6 +12,9 @@ Three layers keep two clusters started at the same moment from colliding:
 A non-tfcluster program can still take a port between the check and TensorFlow's bind; the
 coordinator recognises TensorFlow's ``Could not start gRPC server`` at start-up and retries on fresh
 ports (see ``launcher.job.policy``).
+
+Where the search starts is derived from the job's name (:func:`port_seed`), so that ``tfcluster
+plan`` shows the ports that ``run`` then takes, the same at every call, as long as they are free.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import random
 import socket
 import stat
 import tempfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -106,13 +110,23 @@ def _refuse_unless_own_dir(path: Path) -> None:
                               f"mode {stat.S_IMODE(info.st_mode):o})", writing=True)
 
 
-class PortAllocator:
-    """Hands out ports and holds their locks until :meth:`release` / :meth:`close`."""
+def port_seed(job: str) -> str:
+    """What the port search of ``job`` starts from: its name (``plan`` and ``run`` of one spec agree)."""
+    return f"tfcluster-job:{job}"
 
-    def __init__(self, lock_dir: str | None = None, port_range: tuple[int, int] | None = None):
+
+class PortAllocator:
+    """Hands out ports and holds their locks until :meth:`release` / :meth:`close`. With a
+    ``seed`` (:func:`port_seed`) the search starts at the same port every time: the first free
+    ports from there; without, at a random one."""
+
+    def __init__(self, lock_dir: str | None = None, port_range: tuple[int, int] | None = None,
+                 seed: str | None = None):
         self.lock_dir = Path(lock_dir or os.path.join(tempfile.gettempdir(),
                                                       f"tfcluster-ports-{os.getuid()}"))
         self.low, self.high = port_range or candidate_range()
+        #: Where the search starts (:func:`port_seed`); None: at random.
+        self.seed = seed
         self._held: dict[int, int] = {}  # port -> fd of its lock file
 
     def allocate(self, count: int, avoid: Iterable[int] = ()) -> list[int]:
@@ -128,7 +142,8 @@ class PortAllocator:
             _refuse_unless_own_dir(self.lock_dir)
         except OSError as exc:
             raise PortLockError(self.lock_dir, exc) from None
-        start = random.randrange(span)
+        start = (random.randrange(span) if self.seed is None
+                 else zlib.crc32(self.seed.encode()) % span)
         chosen: list[int] = []
         try:
             for offset in range(span):

@@ -36,17 +36,25 @@ def read_answer(report: HostReport, work: HostWork, found: dict[str, Any], workd
         report.fail(f"python {version} < {'.'.join(map(str, MIN_PYTHON))}")
     _read_worker(report, work, found, workdir, coordinator_version)
     tf = found.get("tensorflow")
-    if tf:
+    if tf == "installed":  # found, but no package metadata says its version
+        report.tensorflow = "installed"
+    elif tf:
         report.tensorflow = report.tensorflow_version = str(tf)
     else:
-        report.tensorflow = "not installed"
-        report.warnings.append("tensorflow not installed")
+        report.tensorflow = "MISSING"
+        report.fail(f"tensorflow not installed for {work.host.python}",
+                    f"{work.host.python} in {workdir} cannot import tensorflow: install it there "
+                    "(pip install tensorflow), or set 'python' to an interpreter that has it")
+    _read_entrypoints(report, work, found, workdir)
     busy: dict[str, str] = found.get("busy_ports") or {}
     if not work.ports:
         report.ports = "-"
     elif busy:
         report.ports = "IN USE: " + ",".join(sorted(busy, key=int))
-        report.fail("ports in use: " + ", ".join(f"{p} ({e})" for p, e in sorted(busy.items())))
+        owners = {str(t.port): str(t.task) for t in work.host.tasks if t.port}
+        for port, error in sorted(busy.items()):
+            owner = f" of {owners[port]}" if port in owners else ""
+            report.fail(f"port {port}{owner} in use: {error}")
     else:
         report.ports = f"ok ({len(work.ports)})"
     check_gpus(report, work.host, found)
@@ -80,6 +88,23 @@ def _read_worker(report: HostReport, work: HostWork, found: dict[str, Any], work
                     f"{python} in {workdir} has tfcluster {theirs}, the coordinator runs "
                     f"tfcluster {coordinator_version}: install tfcluster {coordinator_version} "
                     "there or set 'workdir' to a checkout of that version")
+
+
+def _read_entrypoints(report: HostReport, work: HostWork, found: dict[str, Any],
+                      workdir: str) -> None:
+    """A script that is not there, or a module its interpreter cannot find, for the tasks that
+    would run it."""
+    missing = found.get("missing_entrypoints")
+    for entry in missing if isinstance(missing, list) else ():
+        if not isinstance(entry, dict):
+            continue
+        tasks = ", ".join(str(t) for t in entry.get("tasks") or ())
+        if "script" in entry:
+            report.fail(f"entrypoint.script {entry['script']}: no such file in {workdir} "
+                        f"({tasks})")
+        else:
+            report.fail(f"entrypoint.module {entry.get('module')}: {work.host.python} in "
+                        f"{workdir} cannot find it ({tasks})")
 
 
 def _read_marker(report: HostReport, found: dict[str, Any]) -> None:

@@ -8,7 +8,8 @@ version that is, the installed TensorFlow distribution's version (from package
 metadata: importing TensorFlow would take seconds), which of the host's task ports are taken
 (bound the way gRPC binds them), its GPUs (:mod:`launcher.preflight.gpus`) and, on engines whose
 hosts share the checkpoint dir, whether the chief can write a marker there and every other host
-read it back. ``REQUEST`` is one JSON argument: ``{"ports": [...], "marker": {...} | null}``.
+read it back. ``REQUEST`` is one JSON argument: ``{"ports": [...], "marker": {...} | null, "entrypoints":
+[{"script": PATH, "tasks": [...]} | {"module": NAME, "tasks": [...]}]}``.
 """
 
 from __future__ import annotations
@@ -55,6 +56,32 @@ try:
             pass
 except ImportError:
     out["tensorflow_error"] = "importlib.metadata missing"
+import importlib.util, importlib.machinery
+def _module_found(name):
+    # a dotted module is looked for level by level without importing its packages (their
+    # __init__ may import TensorFlow, or anything)
+    parts = name.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+        for part in parts[1:]:
+            if spec is None or not spec.submodule_search_locations:
+                return False
+            spec = importlib.machinery.PathFinder.find_spec(part, list(spec.submodule_search_locations))
+    except (ImportError, ValueError):
+        return False
+    return spec is not None
+if "tensorflow" not in out and _module_found("tensorflow"):
+    out["tensorflow"] = "installed"
+missing = []
+entries = request.get("entrypoints", [])
+if entries:
+    sys.path.insert(0, os.getcwd())  # where a task finds its own modules (and its script)
+for entry in entries:
+    if "script" in entry and not os.path.isfile(entry["script"]):
+        missing.append(entry)
+    elif "module" in entry and not _module_found(entry["module"]):
+        missing.append(entry)
+out["missing_entrypoints"] = missing
 busy = {}
 for port in request.get("ports", []):
     text = str(port)
@@ -142,10 +169,28 @@ class HostWork:
         return self.host.tasks[0].cwd if self.host.tasks else "."
 
 
+#: How a Python entrypoint's task starts (:func:`launcher.plan.planner.entrypoint_argv`).
+_BOOTSTRAP = ("-m", "worker.runtime.bootstrap")
+
+
+def python_entrypoints(host: HostPlan) -> list[dict[str, object]]:
+    """The scripts and modules ``host``'s tasks run, each once with the tasks that run it (a
+    ``command`` entrypoint is not Python's: nothing to look for)."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for task in host.tasks:
+        argv = task.argv
+        if tuple(argv[1:3]) != _BOOTSTRAP or len(argv) < 4:
+            continue
+        key = ("module", argv[4]) if argv[3] == "-m" and len(argv) > 4 else ("script", argv[3])
+        found.setdefault(key, []).append(str(task.task))
+    return [{kind: name, "tasks": tasks} for (kind, name), tasks in found.items()]
+
+
 def probe_argv(work: HostWork) -> list[str]:
     """``PYTHON -c PROBE REQUEST``: what a :class:`~launcher.preflight.runner.ProbeSession`
     runs in the host's workdir (one argv word each, no shell)."""
     marker = None if work.marker is None else {
         "role": work.marker.role, "dir": work.marker.directory, "token": work.marker.token}
-    request = {"ports": list(work.ports), "marker": marker}
+    request = {"ports": list(work.ports), "marker": marker,
+               "entrypoints": python_entrypoints(work.host)}
     return [work.host.python, "-c", PROBE, json.dumps(request, separators=(",", ":"))]

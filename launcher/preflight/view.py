@@ -65,9 +65,8 @@ def render_text(report: PreflightReport) -> str:
 
 
 def wants_rich(stream: TextIO) -> bool:
-    """Rich tables on ``stream``: a terminal, unless NO_COLOR (or FORCE_COLOR says so anyway)."""
-    if os.environ.get("NO_COLOR"):
-        return False
+    """Rich tables on ``stream``: a terminal (or FORCE_COLOR says so anyway). ``NO_COLOR`` takes
+    the colour away, not the table (rich honours it)."""
     return bool(os.environ.get("FORCE_COLOR")) or stream.isatty()
 
 

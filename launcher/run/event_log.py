@@ -18,6 +18,10 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TextIO
 
+# Importing them registers the pools' and single-task restarts' events for the reader below
+# (the package itself imports none of its modules: see launcher/run/__init__.py).
+from launcher.run import pool_events as _pool_events  # noqa: F401
+from launcher.run import task_events as _task_events  # noqa: F401
 from launcher.run.event_lines import EventLines
 from launcher.run.events import JOB_ENDS, Event, EventType, Logged, parse
 from launcher.run.json_text import dumps

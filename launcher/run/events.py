@@ -4,9 +4,9 @@ dataclass. The one place that says what each event holds: the coordinator, the a
 engines create them; the event log (:mod:`launcher.run.event_log`) writes them; ``status``,
 ``logs``, ``--resume``, drills and benchmarks read them.
 
-The names and fields are a contract (README, DESIGN.md): ``job_started``, ``task_started``,
-``task_progress``, ``checkpoint_found``, ``task_failed``, ``job_restarting``, ``job_succeeded``,
-``job_failed``, the drill event ``fault_injected``, and tfcluster's additions below.
+The names and fields are a contract (DESIGN.md; docs/reference/events.md is generated from here):
+``job_started``, ``task_started``, ``task_progress``, ``checkpoint_found``, ``task_failed``,
+``job_restarting``, ``job_succeeded``, ``job_failed``, the drill event ``fault_injected``, and more.
 
 An engine records its own facts by subclassing :class:`Event` with a name of its own::
 
@@ -192,6 +192,7 @@ class TaskProgress(Event):
     step: int
     metrics: Mapping[str, Any]
     first: bool
+    received_at: float | None = None  # when the report arrived: steps/s (run/step_figures.py)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any
 
 from launcher.plan.secrets import redact_text
+from launcher.run.excerpt import known_problem, traceback_excerpt
 from launcher.run.from_json import RecordError, convert
 from launcher.run.noise import explains_nothing
 from worker.wire.env import PREEMPTION_EXIT_CODE, TF_RESTART_EXIT_CODE
@@ -188,11 +189,13 @@ class TaskFailure:
         return f"{where} {how}"
 
     def evidence(self, lines: int = EVIDENCE_STDERR_LINES) -> list[str]:
-        """The end of the traceback if the script died of an exception (``2 * lines`` lines), else
-        the last ``lines`` lines of stderr without TensorFlow's start-up chatter, which never
-        explains a failure. Each line is masked and cut at :data:`EVIDENCE_LINE_CHARS`."""
+        """If the script died of an exception, ``2 * lines`` lines of the traceback: the exception
+        line first, its message bounded, then the innermost frames
+        (:func:`launcher.run.excerpt.traceback_excerpt`); else the last ``lines`` lines of stderr
+        without TensorFlow's start-up chatter, which never explains a failure. Each line is masked
+        and cut at :data:`EVIDENCE_LINE_CHARS`."""
         if self.traceback:
-            chosen = last_lines(self.traceback, 2 * lines)
+            chosen = traceback_excerpt(self.traceback, 2 * lines)
         else:
             chosen = [line for line in self.stderr_tail if not explains_nothing(line)][-lines:]
         return [clip_line(line, EVIDENCE_LINE_CHARS) for line in chosen]
@@ -255,15 +258,20 @@ def step_mismatch(firsts: dict[str, int], attempt: int, now: float) -> TaskFailu
 
 def classify_exit(message: Exited, *, restore_failed: str | None, reported_steps: bool,
                   preemption_codes: frozenset[int] = PREEMPTION_EXIT_CODES,
-                  memory_note: str | None = None) -> tuple[FailureKind, str | None]:
+                  memory_note: str | None = None,
+                  saved_preemption: int | None = None) -> tuple[FailureKind, str | None]:
     """What a task's unexpected exit was, and a note for the report. ``memory_note``: it ran
-    out of memory, said how (:func:`launcher.job.memory.out_of_memory`)."""
+    out of memory, said how (:func:`launcher.job.memory.out_of_memory`); ``saved_preemption``:
+    the step it said it saved at on a preemption notice before it ended."""
     if message.error:
         return FailureKind.SPAWN_FAILED, message.error
     if restore_failed:
         return FailureKind.RESTORE_FAILED, f"could not restore {restore_failed}"
     if message.exit_code in preemption_codes:
         return FailureKind.PREEMPTED, None
+    if saved_preemption is not None and message.signal == "SIGTERM":
+        return FailureKind.PREEMPTED, (f"it had saved its preemption checkpoint at step "
+                                       f"{saved_preemption} when another SIGTERM ended it")
     if not reported_steps and is_port_conflict(message.stderr_tail, message.traceback):
         return FailureKind.PORT_CONFLICT, None
     if memory_note:
@@ -284,6 +292,8 @@ def format_report(failures: Sequence[TaskFailure], job: str) -> str:
         said = "; its last lines of stderr:" if evidence and not cause.traceback else ""
         out = [f"Root cause (first observed failure) at {stamp}: {cause.headline()}{said}"]
         out += [f"  | {line}" for line in evidence]
+        if (known := known_problem(cause.traceback, cause.stderr_tail)) is not None:
+            out.append(known.say())
     others = [f for f in failures if f is not cause]
     if others:
         out.append("Then:" if cause.kind is FailureKind.PREEMPTED

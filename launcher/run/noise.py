@@ -13,6 +13,12 @@ them a quarter of a demo's console. Two questions are asked of a line:
   at the end of a job that succeeded, that the tasks which already finished "are unhealthy
   (stopped sending heartbeats)" (:func:`is_shutdown_noise`: when a task really dies, tfcluster's
   root cause says so first). The task logs keep every line.
+- :func:`is_leader_gone` / :func:`continues_leader_gone`: what a task prints when the coordination
+  service's leader (the chief, or worker 0) already exited: ``E0000 ...
+  BaseCollectiveExecutor::StartAbort UNAVAILABLE: Failed to send RPC to coordination service`` and
+  the gRPC detail lines after it (``... Connection refused``). At the end of a job that succeeded
+  this is every MWMS job's last word; when a job fails it may be evidence, so the console holds
+  these lines until it knows how the job ended (:mod:`launcher.output.job_end_lines`).
 - :func:`explains_nothing`: start-up noise, or any TF C++ INFO/WARNING line, or a line of Python's
   ``tensorflow`` / ``absl`` INFO or WARNING logging. The root cause's "last lines of stderr" skip
   these: they never tell why a task died.
@@ -63,6 +69,18 @@ _SHUTDOWN_MESSAGES = ("The following tasks are unhealthy (stopped sending heartb
                       "The tasks have crashed. Check the task logs for an earlier error")
 _TASK_NAME_LINE = re.compile(r"^/job:\w+/replica:\d+/task:\d+$")
 
+#: An error line of a task whose coordination service leader is gone (the leader exited).
+_LEADER_GONE = ("Failed to send RPC to coordination service",
+                "Failed to connect to all addresses",
+                "failed to connect to all addresses")
+#: Files that log it (``base_collective_executor.cc:252] BaseCollectiveExecutor::StartAbort``).
+_LEADER_GONE_FILES = frozenset({"base_collective_executor.cc", "coordination_service_agent.cc"})
+#: The lines gRPC adds under it: which call to which task, and the peer's error.
+_LEADER_GONE_DETAIL = re.compile(
+    r"^(?:Additional GRPC error information from remote target /job:\w+/replica:\d+/task:\d+"
+    r" while calling /tensorflow\.CoordinationService/\w+:|:?\s*(?:UNKNOWN|UNAVAILABLE):"
+    r"\s*Error received from peer)")
+
 #: Python logging from TensorFlow and absl at INFO or WARNING, and at INFO only.
 _PY_LOGGING = re.compile(r"^(?:INFO|WARNING):(?:tensorflow|absl):")
 _PY_INFO = re.compile(r"^INFO:(?:tensorflow|absl):")
@@ -97,3 +115,17 @@ def explains_nothing(line: str) -> bool:
         return True
     glog = _GLOG.match(line)
     return glog is not None and glog["level"] in "IW"
+
+
+def is_leader_gone(line: str) -> bool:
+    """TF's error line of a task that can no longer reach the coordination service's leader
+    (``E0000 ... base_collective_executor.cc:252] BaseCollectiveExecutor::StartAbort UNAVAILABLE:
+    Failed to send RPC to coordination service ...``)."""
+    glog = _GLOG.match(line)
+    return (glog is not None and glog["level"] == "E" and glog["file"] in _LEADER_GONE_FILES
+            and any(message in line for message in _LEADER_GONE))
+
+
+def continues_leader_gone(line: str) -> bool:
+    """A gRPC detail line that follows :func:`is_leader_gone`'s (the call, the peer's error)."""
+    return _LEADER_GONE_DETAIL.match(line) is not None

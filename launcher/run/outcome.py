@@ -54,7 +54,9 @@ class AttemptResult:
     failures: tuple[TaskFailure, ...] = ()
     ports: dict[str, int] = field(default_factory=dict)
     resume_step: int | None = None
-    max_step: int | None = None
+    max_step: int | None = None  # the highest step a task reported
+    #: The step every training task had reached (:mod:`launcher.run.step_figures`).
+    reached_step: int | None = None
     first_progress_at: float | None = None
     interrupt_signal: str | None = None
     #: Step of the latest complete chief checkpoint after this attempt (None: none / unknown).
@@ -160,6 +162,7 @@ class AttemptResult:
             "duration_s": round(self.ended_at - self.started_at, 3),
             "resume_step": self.resume_step,
             "max_step": self.max_step,
+            "reached_step": self.reached_step,
             "first_progress_at": self.first_progress_at,
             "checkpoint_step": self.checkpoint_step,
             "made_progress": self.made_progress,

@@ -6,8 +6,7 @@ figures are derived where something else tells: a preemption that saved a newer 
 nothing; when the next attempt reports no first step, the recovery time is counted to the moment
 every one of its tasks had started (``recovery_from: "tasks_started"``, from ``events.jsonl``).
 Otherwise they are null, and ``steps_lost_note`` says the steps lost are unknown and why.
-:func:`restart_from` says, in the restart line, where the next attempt starts, and why it starts
-from the beginning when it does.
+(:mod:`launcher.run.restart_line` says, in the restart line, where the next attempt starts.)
 
 It also lists the models the chief exported (``worker.save_model``,
 ``worker.saving.model_checkpoint``): ``exports``, every ``model_exported`` event in order, and
@@ -26,18 +25,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from launcher.plan.planner import ResumePoint
 from launcher.run.directory import EVENTS_FILE
 from launcher.run.event_log import read_logged
 from launcher.run.events import Logged, ModelExported, TaskStarted
 from launcher.run.failures import FailureKind
 from launcher.run.outcome import AttemptResult
+from launcher.run.step_figures import steps_lost
 
 #: Why the steps lost are unknown: nothing counted them.
 NO_STEP_REPORTS = "unknown: the tasks report no steps (worker.report)"
-#: TF's multi-worker tutorial writes the chief's checkpoints to a temp dir of its own.
-CHECKPOINT_DIR_HINT = ("the chief must write its checkpoints to TFCLUSTER_CHECKPOINT_DIR (TF's "
-                       "multi-worker tutorial writes them to a per-process temporary directory)")
 
 
 def recovery(attempts: Sequence[AttemptResult], index: int,
@@ -49,17 +45,15 @@ def recovery(attempts: Sequence[AttemptResult], index: int,
     following = attempts[index + 1] if index + 1 < len(attempts) else None
     if cause is None or following is None:
         return {"steps_lost": None, "recovery_s": None}
-    resumed_at = following.resume_step or 0
-    figures: dict[str, Any] = {"steps_lost": None}
-    if current.max_step is not None:
-        figures["steps_lost"] = max(0, current.max_step - resumed_at)
-    elif cause.kind is FailureKind.PREEMPTED and current.made_progress:
+    # the steps it reached beyond the next one's checkpoint, as every view counts them
+    reached = current.max_step if current.reached_step is None else current.reached_step
+    figures: dict[str, Any] = {"steps_lost": steps_lost(reached, following.resume_step)}
+    if current.max_step is None and cause.kind is FailureKind.PREEMPTED and current.made_progress:
         figures["steps_lost"] = 0  # it saved a newer checkpoint, then exited: nothing lost
-    elif current.checkpoint_step is not None:
-        figures["steps_lost_note"] = (f"{NO_STEP_REPORTS}; what came after checkpoint step "
-                                      f"{current.checkpoint_step} was lost")
-    else:
-        figures["steps_lost_note"] = NO_STEP_REPORTS
+    elif current.max_step is None:  # nothing counted them
+        figures["steps_lost_note"] = NO_STEP_REPORTS if current.checkpoint_step is None else (
+            f"{NO_STEP_REPORTS}; what came after checkpoint step {current.checkpoint_step} "
+            "was lost")
     back = following.first_progress_at
     if back is None and (started := (tasks_started or {}).get(following.attempt)) is not None:
         back = started
@@ -94,19 +88,6 @@ def export_summary(run_dir: str, events: Sequence[Logged] | None = None) -> dict
     records = [logged.event.record() for logged in (_events(run_dir) if events is None else events)
                if isinstance(logged.event, ModelExported)]
     return {"exports": records, "export": records[-1] if records else None}
-
-
-def restart_from(resume: ResumePoint | None, checkpoint_dir: str | None,
-                 history: Sequence[AttemptResult]) -> str:
-    """Where the next attempt starts, for the restart line: a step, or the beginning and why."""
-    if resume is not None:
-        return f"step {resume.step}"
-    if checkpoint_dir is None:
-        return "the beginning (the spec has no checkpoint.dir)"
-    if any(attempt.checkpoint_step is not None for attempt in history):
-        return f"the beginning (no usable checkpoint in {checkpoint_dir})"
-    return (f"the beginning: no checkpoint was ever written to {checkpoint_dir} "
-            f"(checkpoint.dir); {CHECKPOINT_DIR_HINT}")
 
 
 def job_summary(*, job: str, status: str, exit_code: int, reason: str,

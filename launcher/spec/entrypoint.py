@@ -21,14 +21,16 @@ class EntrypointSpec(BaseModel):
 
     model_config = _FROZEN
 
-    module: Annotated[Word, Field(min_length=1)] | None = None
-    script: PathText | None = None
-    #: argv of a program; a string is split with ``shlex.split`` and never given to a shell.
-    command: list[Word] | None = None
-    args: list[Word] = []
-    #: With ``restart.warm_spares``: modules each spare imports before it waits for the next
-    #: attempt's launch (a Python entrypoint only; a command always starts cold).
-    preload: list[Annotated[Word, Field(min_length=1)]] = ["tensorflow"]
+    module: Annotated[Word, Field(min_length=1)] | None = Field(default=None,
+        description="Run `python -m MODULE` in every task.")
+    script: PathText | None = Field(default=None,
+        description="Run `python SCRIPT` in every task (relative to workdir).")
+    command: list[Word] | None = Field(default=None,
+        description="argv of a program; a string is split with `shlex.split` and never given to a shell.")
+    args: list[Word] = Field(default=[], description="Arguments after the module, script or command.")
+    preload: list[Annotated[Word, Field(min_length=1)]] = Field(default=["tensorflow"],
+        description=("With `restart.warm_spares`: modules each spare imports before it waits for the next "
+                     "attempt's launch (a Python entrypoint only; a command always starts cold)."))
 
     @field_validator("preload")
     @classmethod

@@ -66,12 +66,13 @@ class RuleMatch(BaseModel):
 
     model_config = _FROZEN
 
-    exit_codes: Annotated[list[RuleExitCode], Field(min_length=1)] | None = None
-    #: Signal names (``SIGKILL``, or ``KILL``).
-    signals: Annotated[list[SignalName], Field(min_length=1)] | None = None
-    #: A Python regular expression searched (``re.search``, multi-line) in the failure's message,
-    #: traceback and last lines of stderr.
-    message: Pattern | None = None
+    exit_codes: Annotated[list[RuleExitCode], Field(min_length=1)] | None = Field(default=None,
+        description="Exit codes (1-255): the root cause ended with one of them.")
+    signals: Annotated[list[SignalName], Field(min_length=1)] | None = Field(default=None,
+        description="Signal names (`SIGKILL`, or `KILL`).")
+    message: Pattern | None = Field(default=None,
+        description=("A Python regular expression searched (`re.search`, multi-line) in the failure's "
+                     "message, traceback and last lines of stderr."))
 
     @model_validator(mode="after")
     def _says_something(self) -> RuleMatch:
@@ -85,10 +86,11 @@ class FailureRule(BaseModel):
 
     model_config = _FROZEN
 
-    match: RuleMatch
-    action: RuleAction
-    #: Leave the failed task's host out of the next attempt (jobs placed from a pool only).
-    exclude_host: Annotated[bool, Field(strict=True)] = False
+    match: RuleMatch = Field(description="What the failure must look like (every part given must hold).")
+    action: RuleAction = Field(
+        description="fail (the job fails now), restart (counted against max_restarts) or restart_uncounted.")
+    exclude_host: Annotated[bool, Field(strict=True)] = Field(default=False,
+        description="Leave the failed task's host out of the next attempt (jobs placed from a pool only).")
 
     @model_validator(mode="after")
     def _exclusion_needs_a_restart(self) -> FailureRule:

@@ -34,35 +34,41 @@ class RestartSpec(BaseModel):
 
     model_config = _FROZEN
 
-    max_restarts: Annotated[int, Field(strict=True, ge=0), AfterValidator(check_restarts)] = 3
-    backoff_s: Delay = 1.0
-    backoff_max_s: Delay = 30.0
-    #: Give up early when this many consecutive failed attempts made no checkpoint progress
-    #: (a crash loop); null turns the check off.
-    crash_loop_attempts: Annotated[int, Field(strict=True, ge=1)] | None = 3
-    #: Exit codes that mean "saved, restart me" (a graceful preemption). Such a restart is not
-    #: counted against ``max_restarts`` when a newer checkpoint or a preemption notice shows it
-    #: was one; the other tasks get the full ``health.grace_period_s`` to finish their save.
-    preemption_exit_codes: Annotated[list[ExitCode], Field(min_length=1)] = list(
-        DEFAULT_PREEMPTION_EXIT_CODES)
-    #: Keep, on every host, one pre-started interpreter per task that has already imported
-    #: ``entrypoint.preload``: a restart hands the new attempt to it instead of starting cold.
-    warm_spares: Annotated[bool, Field(strict=True)] = False
-    #: With warm spares, for scripts that never report a step (``worker.report``): start the
-    #: spares this long after an attempt started (a reported step starts them at once).
-    spare_fill_delay_s: Delay = 30.0
-    #: ParameterServerStrategy: restarts of single tasks (a worker rejoining while the chief
-    #: trains on), over the whole job; ``max_restarts`` counts the restarts of the training
-    #: itself (the chief, from its checkpoint).
+    max_restarts: Annotated[int, Field(strict=True, ge=0), AfterValidator(check_restarts)] = Field(default=3,
+        description="Restarts of the whole job after failures (preemptions that saved are not counted).")
+    backoff_s: Delay = Field(default=1.0,
+        description="Wait before the first restart; doubled at each restart in a row.")
+    backoff_max_s: Delay = Field(default=30.0, description="Longest wait between restarts.")
+    crash_loop_attempts: Annotated[int, Field(strict=True, ge=1)] | None = Field(default=3,
+        description=("Give up early when this many consecutive failed attempts made no checkpoint progress "
+                     "(a crash loop); null turns the check off."))
+    preemption_exit_codes: Annotated[list[ExitCode], Field(min_length=1)] = Field(default=list(
+        DEFAULT_PREEMPTION_EXIT_CODES),
+        description=("Exit codes that mean \"saved, restart me\" (a graceful preemption). Such a restart is "
+                     "not counted against `max_restarts` when a newer checkpoint or a preemption notice "
+                     "shows it was one; the other tasks get the full `health.grace_period_s` to finish their "
+                     "save."))
+    warm_spares: Annotated[bool, Field(strict=True)] = Field(default=False,
+        description=("Keep, on every host, one pre-started interpreter per task that has already imported "
+                     "`entrypoint.preload`: a restart hands the new attempt to it instead of starting cold."))
+    spare_fill_delay_s: Delay = Field(default=30.0,
+        description=("With warm spares, the latest the spares start after an attempt started. They start "
+                     "at once when a step is reported, the attempt's first checkpoint appears or the "
+                     "tasks' start-up CPU demand has settled."))
     max_task_restarts: Annotated[int, Field(strict=True, ge=0),
-                                 AfterValidator(check_restarts)] = 10
-    #: A task that fails this many times in a row, each time within ``task_crash_window_s``
-    #: of its start, is in a crash loop: it is left out and the job goes on without it.
-    task_crash_loop: Annotated[int, Field(strict=True, ge=1)] | None = 3
-    task_crash_window_s: Seconds = 10.0
-    #: What to do on failures that look a certain way, checked in order before the built-in
-    #: rules and the default policy (launcher.spec.failure_rules, launcher.job.failure_rules).
-    rules: list[FailureRule] = []
+                                 AfterValidator(check_restarts)] = Field(default=10,
+        description=("ParameterServerStrategy: restarts of single tasks (a worker rejoining while the chief "
+                     "trains on), over the whole job; `max_restarts` counts the restarts of the training "
+                     "itself (the chief, from its checkpoint)."))
+    task_crash_loop: Annotated[int, Field(strict=True, ge=1)] | None = Field(default=3,
+        description=("A task that fails this many times in a row, each time within `task_crash_window_s` of "
+                     "its start, is in a crash loop: it is left out and the job goes on without it."))
+    task_crash_window_s: Seconds = Field(default=10.0,
+        description=("See task_crash_loop: a failure this soon after a task's start counts towards its crash "
+                     "loop."))
+    rules: list[FailureRule] = Field(default=[],
+        description=("What to do on failures that look a certain way, checked in order before the built-in "
+                     "rules and the default policy."))
 
     @model_validator(mode="after")
     def _fields_agree(self) -> RestartSpec:
@@ -80,28 +86,38 @@ class HealthSpec(BaseModel):
 
     model_config = _FROZEN
 
-    #: No training step this long after a task started: stuck. Enforced when set in the spec,
-    #: or (the default) once an earlier attempt of the job reported steps; null: never.
-    startup_timeout_s: Seconds | None = 300.0
-    #: A task that reported steps but no new one for this long is hung; null turns it off.
-    hang_timeout_s: Seconds | None = 120.0
-    #: TERM -> KILL delay when tfcluster stops tasks that may still save (Ctrl-C, preemption).
-    grace_period_s: Seconds = 10.0
-    #: TERM -> KILL delay for the survivors of a failed task: under MWMS they are stuck in a
-    #: collective with a dead peer, cannot save anything, and often ignore TERM (measured on the
-    #: digits example: the survivor outlived TERM by the whole 2 s the default used to be).
-    failure_grace_period_s: Seconds = 0.5
-    heartbeat_interval_s: Annotated[Seconds, AfterValidator(check_heartbeat_interval)] = 1.0
-    #: An agent that sends nothing (not even a heartbeat) this long is a lost host.
-    heartbeat_timeout_s: Seconds = 15.0
-    #: A task whose steps/s stay below this fraction of the others' median for
-    #: ``straggler_window_s`` is flagged as a straggler (event ``task_straggling``).
-    straggler_ratio: Annotated[float, Field(strict=False, gt=0, lt=1, allow_inf_nan=False)] = 0.5
-    straggler_window_s: Seconds = 30.0
-    #: Warn (event ``task_memory_high``) when a task's RSS passes this fraction of its memory
-    #: limit: ``memory_limit_mib``, or by default its RSS plus what its host still has available.
-    memory_warn_ratio: Annotated[float, Field(strict=False, gt=0, le=1, allow_inf_nan=False)] = 0.9
-    memory_limit_mib: Annotated[int, Field(strict=True, ge=1)] | None = None
+    startup_timeout_s: Seconds | None = Field(default=300.0,
+        description=("No training step this long after a task started: stuck. Enforced when set in the spec, "
+                     "or (the default) once an earlier attempt of the job reported steps; null: never."))
+    hang_timeout_s: Seconds | None = Field(default=120.0,
+        description="A task that reported steps but no new one for this long is hung; null turns it off.")
+    grace_period_s: Seconds = Field(default=10.0,
+        description=("TERM -> KILL delay when tfcluster stops tasks that may still save (Ctrl-C, "
+                     "preemption)."))
+    failure_grace_period_s: Seconds = Field(default=0.5,
+        description=("TERM -> KILL delay for the survivors of a failed task: under MWMS they are stuck in a "
+                     "collective with a dead peer, cannot save anything, and often ignore TERM (measured on "
+                     "the digits example: the survivor outlived TERM by the whole 2 s the default used to "
+                     "be)."))
+    heartbeat_interval_s: Annotated[Seconds, AfterValidator(check_heartbeat_interval)] = Field(default=1.0,
+        description=("How often each agent sends a heartbeat (liveness, CPU, RSS) and the coordinator pings "
+                     "each agent."))
+    heartbeat_timeout_s: Seconds = Field(default=15.0,
+        description="An agent that sends nothing (not even a heartbeat) this long is a lost host.")
+    straggler_ratio: Annotated[float, Field(strict=False, gt=0, lt=1, allow_inf_nan=False)] = Field(
+        default=0.5,
+        description=("A task whose steps/s stay below this fraction of the others' median for "
+                     "`straggler_window_s` is flagged as a straggler (event `task_straggling`)."))
+    straggler_window_s: Seconds = Field(default=30.0,
+        description="How long a task must stay below straggler_ratio before it is named a straggler.")
+    memory_warn_ratio: Annotated[float, Field(strict=False, gt=0, le=1, allow_inf_nan=False)] = Field(
+        default=0.9,
+        description=("Warn (event `task_memory_high`) when a task's RSS passes this fraction of its memory "
+                     "limit: `memory_limit_mib`, or by default its RSS plus what its host still has "
+                     "available."))
+    memory_limit_mib: Annotated[int, Field(strict=True, ge=1)] | None = Field(default=None,
+        description=("A task whose RSS passes this many MiB is killed and reported as out of memory; null: "
+                     "no limit of tfcluster's own."))
 
     @model_validator(mode="after")
     def _heartbeat_order(self) -> HealthSpec:

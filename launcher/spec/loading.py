@@ -2,12 +2,16 @@
 listing every problem.
 
 YAML details are in :mod:`launcher.spec.yaml_text`. Relative paths (``workdir``,
-``checkpoint.dir``) and ``~`` are kept as written: resolving them is the planner's job."""
+``checkpoint.dir``, ``hosts.*.identity_file`` / ``known_hosts``; ``entrypoint.script`` is relative
+to ``workdir``) and ``~`` are kept as written: resolving them is the planner's job, against
+:func:`spec_base_dir`, the spec file's directory, as compose files do (``tfcluster local``'s spec,
+which has no file: the current directory)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +46,39 @@ def load_spec(path: str | os.PathLike[str]) -> ClusterSpec:
         raise SpecError(source, [SpecProblem("", message)]) from None
     from launcher.spec.yaml_text import parse_yaml
 
-    return spec_from_dict(parse_yaml(text, source), source)
+    return located(spec_from_dict(parse_yaml(text, source), source),
+                   os.path.dirname(os.path.abspath(source)))
+
+
+#: Each located spec's base directory, by the spec's identity (not a field of the spec: two
+#: specs that say the same are equal wherever their files are); an entry goes with its spec.
+_BASE_DIRS: dict[int, str] = {}
+
+
+def located(spec: ClusterSpec, base_dir: str | None) -> ClusterSpec:
+    """``spec``, its relative paths starting at ``base_dir`` (an absolute directory; None: the
+    current directory). Returns ``spec`` itself."""
+    if base_dir is not None and id(spec) not in _BASE_DIRS:
+        weakref.finalize(spec, _BASE_DIRS.pop, id(spec), None)
+    if base_dir is None:
+        _BASE_DIRS.pop(id(spec), None)
+    else:
+        _BASE_DIRS[id(spec)] = base_dir
+    return spec
+
+
+def spec_base_dir(spec: ClusterSpec) -> str:
+    """Where the relative paths of ``spec`` start: its file's directory (not followed through
+    symlinks, as a user named it), or the current directory for a spec with no file."""
+    return _BASE_DIRS.get(id(spec)) or os.getcwd()
+
+
+def local_path(path: str, spec: ClusterSpec) -> str:
+    """A path of ``spec`` on this machine: a relative one from :func:`spec_base_dir`; an
+    absolute one, or one starting with ``~``, as written."""
+    if path.startswith("~") or os.path.isabs(path):
+        return path
+    return os.path.normpath(os.path.join(spec_base_dir(spec), path))
 
 
 def spec_from_dict(data: object, source: str = "<spec>") -> ClusterSpec:
@@ -81,3 +117,35 @@ def partialcluster_problems(data: Mapping[Any, Any]) -> list[SpecProblem]:
         except ValidationError:
             hosts[str(name)] = None
     return cluster_problems(groups, hosts, complete=len(groups) == len(raw_tasks))
+
+
+def relative_paths(spec: ClusterSpec) -> list[str]:
+    """The fields of ``spec`` that hold a relative path (``workdir`` written as ``.`` too)."""
+    def relative(path: str | None) -> bool:
+        return path is not None and not path.startswith("~") and not os.path.isabs(path)
+
+    found = [name for name, path in (
+        ("workdir", spec.workdir if "workdir" in spec.model_fields_set else None),
+        ("entrypoint.script", spec.entrypoint.script),
+        ("checkpoint.dir", spec.checkpoint.dir if spec.checkpoint else None)) if relative(path)]
+    for host, entry in spec.hosts.items():
+        found += [f"hosts.{host}.{name}" for name, path in (
+            ("identity_file", entry.identity_file if entry else None),
+            ("known_hosts", entry.known_hosts if entry else None)) if relative(path)]
+    return found
+
+
+def relocatable(spec: ClusterSpec) -> dict[str, Any]:
+    """``spec`` as JSON data that means the same written anywhere (a copy in a run directory):
+    its relative paths on this machine made absolute from :func:`spec_base_dir` (``workdir`` when
+    every task runs here; a remote host's is relative to its login directory, kept as written)."""
+    data = spec.model_dump(mode="json", exclude_unset=True)
+    if spec.pool is None and all(spec.is_local(slot.host) for slot in spec.task_slots()):
+        data["workdir"] = local_path(spec.workdir, spec)
+    if isinstance(data.get("checkpoint"), dict) and "dir" in data["checkpoint"]:
+        data["checkpoint"]["dir"] = local_path(data["checkpoint"]["dir"], spec)
+    for entry in (data.get("hosts") or {}).values():
+        for name in ("identity_file", "known_hosts"):
+            if isinstance(entry, dict) and isinstance(entry.get(name), str):
+                entry[name] = local_path(entry[name], spec)
+    return data

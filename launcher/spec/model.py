@@ -3,7 +3,8 @@
 Every way a spec can be wrong ends in one ``SpecError`` that lists *all* its problems at once, each
 with a field path (``tasks[2].port``, ``hosts.node-a.port``, ``name``) and a message written for a
 person; no traceback ever reaches the user for a bad spec. Relative paths (``workdir``,
-``checkpoint.dir``) and ``~`` are kept as written: resolving them is the planner's job.
+``checkpoint.dir``) and ``~`` are kept as written: resolving them is the planner's job, against the
+spec file's directory (:func:`launcher.spec.loading.spec_base_dir`), as compose files do.
 
 YAML details: mapping keys are always taken as written (``ON:`` is the string ``"ON"``, not
 ``True``), duplicate keys are an error, and unquoted scalars under ``env`` and in
@@ -124,12 +125,17 @@ class HostSpec(BaseModel):
 
     model_config = _FROZEN
 
-    #: Address to connect to; None means the host's own name (its key under ``hosts``).
-    address: HostName | None = None
-    user: NonEmptyStr | None = None
-    port: Port = 22
-    identity_file: PathText | None = None
-    known_hosts: PathText | None = None
+    address: HostName | None = Field(default=None,
+        description="Address to connect to; null: the host's own name (its key under `hosts`).")
+    user: NonEmptyStr | None = Field(default=None,
+        description="SSH login name; null: ~/.ssh/config's User, else the local user.")
+    port: Port = Field(default=22, description="SSH port.")
+    identity_file: PathText | None = Field(default=None,
+        description=("Private key to log in with (~ allowed; relative to the spec file's directory); null: "
+                     "~/.ssh/config's IdentityFile, ssh-agent keys and the default keys."))
+    known_hosts: PathText | None = Field(default=None,
+        description=("known_hosts file that verifies the host's key (relative to the spec file's "
+                     "directory); null: ~/.ssh/config's UserKnownHostsFile, else ~/.ssh/known_hosts."))
 
 
 #: ``node-a:`` with no value under ``hosts`` means a host with every default.
@@ -141,14 +147,21 @@ class TaskGroupSpec(BaseModel):
 
     model_config = _FROZEN
 
-    type: Literal["chief", "worker", "ps", "evaluator"]
-    host: HostName = "localhost"
-    #: None: allocated at run time, which only local hosts allow.
-    port: Port | None = None
-    count: Annotated[int, Field(strict=True, ge=1), AfterValidator(check_task_count)] = 1
-    #: What this group's tasks run instead of the job's ``entrypoint`` (e.g. a custom server
-    #: for a parameter_server job's workers or ps, whose default is ``python -m worker.server``).
-    entrypoint: EntrypointSpec | None = None
+    type: Literal["chief", "worker", "ps", "evaluator"] = Field(
+        description=("Task type: chief (at most one), worker, ps (parameter_server jobs) or evaluator (at "
+                     "most one, left out of TF_CONFIG's cluster)."))
+    host: HostName = Field(default="localhost",
+        description=("Host the group's tasks run on: localhost, or a name declared under hosts. Omitted with "
+                     "placement or slurm."))
+    port: Port | None = Field(default=None,
+        description=("Port of the group's first task (then port+1, ...); null: allocated at run "
+                     "time, which only local hosts allow."))
+    count: Annotated[int, Field(strict=True, ge=1), AfterValidator(check_task_count)] = Field(default=1,
+        description="How many tasks of this type (worker:0, worker:1, ...).")
+    entrypoint: EntrypointSpec | None = Field(default=None,
+        description=("What this group's tasks run instead of the job's `entrypoint` (e.g. a custom server "
+                     "for a parameter_server job's workers or ps, whose default is `python -m "
+                     "worker.server`)."))
 
     @model_validator(mode="after")
     def _group_rules(self) -> TaskGroupSpec:
@@ -168,7 +181,10 @@ class CheckpointSpec(BaseModel):
 
     model_config = _FROZEN
 
-    dir: PathText
+    dir: PathText = Field(
+        description=("The chief's checkpoint directory (TFCLUSTER_CHECKPOINT_DIR; a local chief's: "
+                     "relative to the spec file's directory); absolute when the chief is remote, on "
+                     "storage every host can read."))
 
 
 class ClusterSpec(BaseModel):
@@ -176,30 +192,46 @@ class ClusterSpec(BaseModel):
 
     model_config = _FROZEN
 
-    name: str
-    #: What the tasks run (in a parameter_server job: the chief's ClusterCoordinator program).
-    entrypoint: EntrypointSpec
-    #: TensorFlow's multi-worker strategy (launcher.spec.strategy); null: parameter_server when
-    #: a ps task exists, else multi_worker_mirrored.
-    strategy: Strategy | None = None
-    #: Interpreter on each host; None: the coordinator's own on local hosts.
-    python: PathText | None = None
-    workdir: PathText = "."
-    env: dict[EnvName, EnvValue] = {}
-    checkpoint: CheckpointSpec | None = None
-    hosts: dict[HostName, HostEntry] = {}
-    tasks: Annotated[list[TaskGroupSpec], Field(min_length=1)]
-    restart: RestartSpec = Field(default_factory=RestartSpec)
-    health: HealthSpec = Field(default_factory=HealthSpec)
-    #: Place the tasks from a pool of hosts, spares and elastic size (launcher.spec.placement).
-    placement: PlacementSpec | None = None
-    #: Place the tasks on a Slurm allocation's nodes instead of on named hosts.
-    slurm: SlurmSection | None = None
-    resources: ResourcesSpec | None = None  # GPUs per task (launcher.spec.resources)
-    #: How many of a host's tasks may be in their start-up at once (worker.agent.startup_pacing);
-    #: null: as many as the host has CPUs; 0: all at once.
-    startup_concurrency: Annotated[int, Field(strict=True, ge=0)] | None = None
-
+    name: str = Field(
+        description=("Job name: 1-63 lowercase letters, digits, '-' or '_' (TFCLUSTER_JOB, the run "
+                     "directory's name)."))
+    entrypoint: EntrypointSpec = Field(
+        description=("What the tasks run (in a parameter_server job: the chief's ClusterCoordinator "
+                     "program)."))
+    strategy: Strategy | None = Field(default=None,
+        description=("TensorFlow's multi-worker strategy; null: parameter_server "
+                     "when a ps task exists, else multi_worker_mirrored."))
+    python: PathText | None = Field(default=None,
+        description="Interpreter on each host; null: the coordinator's own on local hosts.")
+    workdir: PathText = Field(default=".",
+        description=("Working directory of every task (local hosts: relative to the spec file's "
+                     "directory, as in compose files)."))
+    env: dict[EnvName, EnvValue] = Field(default={},
+        description=("Environment variables added to every task's (TF_CONFIG and TFCLUSTER_* are tfcluster's "
+                     "own)."))
+    checkpoint: CheckpointSpec | None = Field(default=None,
+        description="Where the chief writes its checkpoints; null: tfcluster finds none to resume from.")
+    hosts: dict[HostName, HostEntry] = Field(default={},
+        description="How to reach each remote host over SSH, by name; localhost needs no entry.")
+    tasks: Annotated[list[TaskGroupSpec], Field(min_length=1)] = Field(
+        description=("The task groups: the chief, workers, ps and evaluator, each with its host, port and "
+                     "count."))
+    restart: Annotated[RestartSpec, Field(description=(
+        "How often and how soon the job is restarted, what counts as a preemption, warm spares, "
+        "failure rules."))] = Field(default_factory=RestartSpec)
+    health: Annotated[HealthSpec, Field(description=(
+        "Deadlines and thresholds after which a task counts as stuck, hung, lost, slow or short "
+        "of memory."))] = Field(default_factory=HealthSpec)
+    placement: PlacementSpec | None = Field(default=None,
+        description=("Place the tasks from a pool of hosts, with spares and an elastic size."))
+    slurm: SlurmSection | None = Field(default=None,
+        description="Place the tasks on a Slurm allocation's nodes instead of on named hosts.")
+    resources: ResourcesSpec | None = Field(default=None,
+        description="GPUs per task (CUDA_VISIBLE_DEVICES slices) and per host.")
+    startup_concurrency: Annotated[int, Field(strict=True, ge=0)] | None = Field(default=None,
+        description=("How many of a host's tasks may be in their start-up at once "
+                     "(each until its interpreter is up); null: as many as the host has CPUs; "
+                     "0: all at once."))
     @field_validator("name")
     @classmethod
     def _job_name(cls, value: str) -> str:
@@ -281,10 +313,17 @@ class ClusterSpec(BaseModel):
 
     def entrypoint_of(self, task: TaskId) -> EntrypointSpec | None:
         """What ``task`` runs: its group's entrypoint, else the job's; None for a worker or ps
-        of a parameter_server job with none of its own (tfcluster's TF server runs there)."""
-        for position, slot in expand(list(enumerate(self.tasks))):
-            if slot.task == task and (own := self.tasks[position].entrypoint) is not None:
-                return own
+        of a parameter_server job with none of its own (tfcluster's TF server runs there).
+        Walks the groups, not every task: the planner asks this for each task of the job."""
+        before = 0  # tasks of ``task.type`` in the groups before this one (as ``expand`` numbers)
+        for group in self.tasks:
+            if group.type != task.type:
+                continue
+            if task.index < before + group.count:
+                if group.entrypoint is not None:
+                    return group.entrypoint
+                break
+            before += group.count
         if self.parameter_server and task.type in (WORKER, PS):
             return None
         return self.entrypoint

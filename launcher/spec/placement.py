@@ -39,25 +39,26 @@ class PlacementSpec(BaseModel):
 
     model_config = _FROZEN
 
-    #: The pool, in order; omitted: the Slurm allocation's nodes.
-    hosts: Annotated[list[str], Field(min_length=1)] | None = None
-    #: Tasks started on each host (one agent per host starts them all).
-    tasks_per_host: _Count = 1
-    #: The first task's port; task ``k`` (chief, workers, evaluator) listens on port + k.
-    port: Annotated[int, Field(strict=True, ge=1024, le=_MAX_PORT)] = 23456
-    #: Elastic floor: the fewest training tasks (chief included) an attempt may run with;
-    #: null: the job never runs smaller than the spec.
-    min_workers: Annotated[int, Field(strict=True, ge=1)] | None = None
-    #: A host on which this many attempts in a row failed is left out.
-    exclude_after_failures: Annotated[int, Field(strict=True, ge=1, le=100)] = 2
-    #: A left-out host is probed again after this long, and used again once healthy; null: never.
-    readmit_after_s: _Seconds | None = 600.0
-    #: Too few usable hosts for ``min_workers``: wait this long for hosts to return, probing.
+    hosts: Annotated[list[str], Field(min_length=1)] | None = Field(default=None,
+        description="The pool, in order; omitted: the Slurm allocation's nodes.")
+    tasks_per_host: _Count = Field(default=1,
+        description="Tasks started on each host (one agent per host starts them all).")
+    port: Annotated[int, Field(strict=True, ge=1024, le=_MAX_PORT)] = Field(default=23456,
+        description="The first task's port; task `k` (chief, workers, evaluator) listens on port + k.")
+    min_workers: Annotated[int, Field(strict=True, ge=1)] | None = Field(default=None,
+        description=("Elastic floor: the fewest training tasks (chief included) an attempt may run with; "
+                     "null: the job never runs smaller than the spec."))
+    exclude_after_failures: Annotated[int, Field(strict=True, ge=1, le=100)] = Field(default=2,
+        description="A host on which this many attempts in a row failed is left out.")
+    readmit_after_s: _Seconds | None = Field(default=600.0,
+        description=("A left-out host is probed again after this long, and used again once healthy; null: "
+                     "never."))
     wait_for_hosts_s: Annotated[float, Field(strict=True, ge=0, le=7 * 86400,
-                                             allow_inf_nan=False)] = 300.0
-    #: Slurm: nodes ``tfcluster submit`` allocates beyond those the tasks need (a listed pool's
-    #: spares are the hosts beyond what the tasks need).
-    spares: Annotated[int, Field(strict=True, ge=0, le=64)] = 0
+                                             allow_inf_nan=False)] = Field(default=300.0,
+        description="Too few usable hosts for `min_workers`: wait this long for hosts to return, probing.")
+    spares: Annotated[int, Field(strict=True, ge=0, le=64)] = Field(default=0,
+        description=("Slurm: nodes `tfcluster submit` allocates beyond those the tasks need (a listed pool's "
+                     "spares are the hosts beyond what the tasks need)."))
 
 
 class SlurmSection(BaseModel):
@@ -66,10 +67,14 @@ class SlurmSection(BaseModel):
 
     model_config = _FROZEN
 
-    tasks_per_node: _Count | None = None
-    spare_nodes: Annotated[int, Field(strict=True, ge=0, le=64)] | None = None
-    port: Annotated[int, Field(strict=True, ge=1024, le=_MAX_PORT)] | None = None
-    max_node_failures: Annotated[int, Field(strict=True, ge=1, le=100)] | None = None
+    tasks_per_node: _Count | None = Field(default=None,
+        description="Old name of placement.tasks_per_host (still accepted, with a line saying so).")
+    spare_nodes: Annotated[int, Field(strict=True, ge=0, le=64)] | None = Field(default=None,
+        description="Old name of placement.spares (still accepted, with a line saying so).")
+    port: Annotated[int, Field(strict=True, ge=1024, le=_MAX_PORT)] | None = Field(default=None,
+        description="Old name of placement.port (still accepted, with a line saying so).")
+    max_node_failures: Annotated[int, Field(strict=True, ge=1, le=100)] | None = Field(default=None,
+        description="Old name of placement.exclude_after_failures (still accepted, with a line saying so).")
 
 
 #: ``slurm.<old>`` -> ``placement.<new>``.

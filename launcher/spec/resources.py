@@ -34,12 +34,12 @@ class ResourcesSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    #: GPUs each task gets to itself (its ``CUDA_VISIBLE_DEVICES``); None: leave it alone.
-    gpus_per_task: Annotated[int, Field(strict=True, ge=1, le=MAX_GPUS)] | None = None
-    #: GPUs every host has, if known; None: not declared (pre-flight still counts them).
-    gpus_per_host: GpuCount | None = None
-    #: GPUs of named hosts, overriding ``gpus_per_host``.
-    hosts: dict[str, GpuCount] = {}
+    gpus_per_task: Annotated[int, Field(strict=True, ge=1, le=MAX_GPUS)] | None = Field(default=None,
+        description="GPUs each task gets to itself (its `CUDA_VISIBLE_DEVICES`); null: leave it alone.")
+    gpus_per_host: GpuCount | None = Field(default=None,
+        description="GPUs every host has, if known; null: not declared (pre-flight still counts them).")
+    hosts: dict[str, GpuCount] = Field(
+        default={}, description="GPUs of named hosts, overriding `gpus_per_host`.")
 
     def declared_gpus(self, host: str) -> int | None:
         """The GPUs the spec says ``host`` has, None if it does not say."""

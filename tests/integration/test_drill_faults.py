@@ -77,7 +77,9 @@ def test_a_fault_that_kills_or_hangs_a_task(tmp_path: Path, baseline: Path, faul
     figures, = scenario["faults"]
     sane(figures)
     assert figures["detected_as"] == detected_as
-    assert 0 < figures["step"] <= 15  # the step every task had reached (a task reached 15)
+    # the step every task had reached when the fault fired, on the first report at or past 15:
+    # reports go out batched (at most every 50 ms: 2.5 of these 20 ms steps), so a little later
+    assert 0 < figures["step"] <= 15 + 3
     assert scenario["restarts"] == 1
     if fault.startswith("stop"):
         assert figures["detection_s"] >= HANG_TIMEOUT_S - 0.5  # counted from the last step
@@ -127,6 +129,8 @@ def test_targets_and_triggers(tmp_path: Path, baseline: Path, fault: str,
 def test_an_evaluator_target(tmp_path: Path) -> None:
     spec = yaml.safe_load(JOB_SPEC.read_text())
     spec["tasks"].append({"type": "evaluator", "host": "localhost"})
+    spec["workdir"] = str(REPO)  # the copy is elsewhere: its relative paths would start there
+    spec["checkpoint"] = {"dir": str(tmp_path / "ckpt")}
     path = tmp_path / "ev.yaml"
     path.write_text(yaml.safe_dump(spec))
     job, code = drill(tmp_path, str(path), "--fault", "kill:evaluator:0:at-step=10", "--quiet")

@@ -331,8 +331,7 @@ def test_the_callers_tfcluster_variables_do_not_reach_the_tasks(
     assert "TFCLUSTER_RESUME_CHECKPOINT" not in seen and "TFCLUSTER_RESUME_STEP" not in seen
     assert seen["TFCLUSTER_ATTEMPT"] == "0" and seen["TFCLUSTER_JOB"] == "envjob"
     assert json.loads(seen["TF_CONFIG"])["task"] == {"type": "worker", "index": 0}
-    if checkpoint_dir:
-        assert seen["TFCLUSTER_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
-    else:
-        assert "TFCLUSTER_CHECKPOINT_DIR" not in seen
+    # the caller's is never passed on: --checkpoint-dir, or local's own in the run dir
+    assert seen["TFCLUSTER_CHECKPOINT_DIR"] == str(
+        tmp_path / "ckpt" if checkpoint_dir else tmp_path / "run" / "checkpoints")
     assert not set(LEAKED) & set(agent_env), "the agent itself inherited tfcluster's variables"

@@ -61,6 +61,7 @@ def observe():
     status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines()
                   if ":\\t" in line)
     report_fd = os.environ.get("TFCLUSTER_REPORT_FD")
+    control_fd = os.environ.get("TFCLUSTER_CONTROL_FD")
     libc = ctypes.CDLL(None)
     libc.getenv.restype = ctypes.c_char_p
     return {
@@ -68,7 +69,7 @@ def observe():
         "file": globals().get("__file__"), "spec": __spec__.name if __spec__ else None,
         "package": __package__, "executable": sys.executable, "flags": repr(sys.flags),
         "path": sys.path, "cwd": os.getcwd(),
-        "env": [[k, "<report fd>" if k == "TFCLUSTER_REPORT_FD" else v]
+        "env": [[k, "<fd>" if k in ("TFCLUSTER_REPORT_FD", "TFCLUSTER_CONTROL_FD") else v]
                 for k, v in os.environ.items()],
         "c_env": {name: (libc.getenv(name.encode()) or b"").decode() or None
                   for name in ("STALE_ONLY_IN_SPARE", "TF_CONFIG", "TFCLUSTER_SPARE_FD", "LC_CTYPE")},
@@ -76,7 +77,7 @@ def observe():
         "signals": handlers,
         "sigmasks": {key: status[key].strip() for key in ("SigBlk", "SigIgn", "SigCgt")},
         "threads": [status["Threads"].strip(), threading.active_count()],
-        "fds": ["report" if name == report_fd else name
+        "fds": ["report" if name == report_fd else "control" if name == control_fd else name
                 for name in sorted(os.listdir("/proc/self/fd"), key=int)],
         "stdio": [stat.S_IFMT(os.fstat(fd).st_mode) for fd in (0, 1, 2)],
         "streams": [(s.name, s.encoding, s.errors, s.line_buffering)

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from worker.agent.spares.pool import NoSpare, SparePool, SpareState
-from worker.agent.task_process import REPORT, STDERR, STDOUT, TaskProcess
+from worker.agent.task_process import CONTROL, REPORT, STDERR, STDOUT, TaskProcess
 from worker.wire.protocol import TaskLaunch
 
 #: How long anything here may take before the test fails (nothing waits this long when all is well).
@@ -153,7 +153,9 @@ def start_warm(pool: SparePool, selector: selectors.BaseSelector, task: TaskLaun
     def reaped(status: int) -> None:
         launched.popen.returncode = os.waitstatus_to_exitcode(status)
 
-    return Run(launched.pid, launched.read_ends, reaped)
+    # the control pipe's end is the agent's to write, not to read (a task process would keep it)
+    outputs = {name: fd for name, fd in launched.read_ends.items() if name != CONTROL}
+    return Run(launched.pid, outputs, reaped)
 
 
 @pytest.fixture

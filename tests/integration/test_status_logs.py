@@ -37,7 +37,7 @@ def test_status_and_logs_of_a_running_job_then_of_the_finished_one(tmp_path: Pat
         assert now.returncode == 0, now.stderr
         lines = now.stdout.splitlines()
         assert lines[0].startswith("job browse: running, attempt 1 (1 restart(s))")
-        assert any(line.startswith("attempt 0: restarting") and "root cause: worker:1" in line
+        assert any(line.startswith("attempt 0: restarted") and "root cause: worker:1" in line
                    and "exited 3" in line for line in lines)
         assert any(line.startswith("attempt 1: running") and "from step 20" in line
                    for line in lines)
@@ -63,7 +63,7 @@ def test_status_and_logs_of_a_running_job_then_of_the_finished_one(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("job browse: succeeded after 2 attempt(s) in ")
-    assert any(line.startswith("attempt 0: restarting") and "steps lost" in line
+    assert any(line.startswith("attempt 0: restarted") and "steps lost" in line
                for line in lines)
     assert any(line.startswith("attempt 1: succeeded") and "reached step 200" in line
                for line in lines)

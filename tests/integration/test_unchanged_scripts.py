@@ -22,7 +22,8 @@ from launcher.plan.planner import ResumePoint
 from launcher.plan.view import deadlines
 from launcher.run.failures import FailureKind, TaskFailure
 from launcher.run.outcome import AttemptResult, AttemptStatus
-from launcher.run.summary import recovery, restart_from
+from launcher.run.restart_line import restart_from
+from launcher.run.summary import recovery
 from launcher.spec.health import HealthSpec
 from tests.support.fake_backend import TaskScript
 from tests.support.jobs import by, read_events, running, wait_until_gone, write_spec
@@ -147,7 +148,8 @@ def test_a_restart_from_the_beginning_says_no_checkpoint_was_ever_written(tmp_pa
     with running(["run", str(spec)], tmp_path / "run", tmp_path) as job:
         assert job.wait(60) == 0, job.stderr
     restart = next(line for line in job.stderr.splitlines() if "restarting the job" in line)
-    assert f"from the beginning: no checkpoint was ever written to {tmp_path / 'ckpt'}" in restart
+    assert ("from the beginning as far as tfcluster knows: no checkpoint was ever written to "
+            f"{tmp_path / 'ckpt'}") in restart
     assert "TFCLUSTER_CHECKPOINT_DIR" in restart and "temporary directory" in restart
     first = json.loads((tmp_path / "run" / "summary.json").read_text())["attempts"][0]
     assert first["steps_lost"] is None
@@ -227,12 +229,24 @@ def test_recovery_figures_without_step_reports_are_derived_or_said_unknown() -> 
 
 def test_a_restart_says_where_it_starts_and_why_from_the_beginning() -> None:
     assert restart_from(ResumePoint("/c/ckpt-40", 40), "/c", []) == "step 40"
-    assert restart_from(None, None, []) == "the beginning (the spec has no checkpoint.dir)"
+    nothing_known = restart_from(None, None, [])
+    assert nothing_known.startswith("the beginning as far as tfcluster knows (it was given no "
+                                    "checkpoint.dir; a script that restores checkpoints of its "
+                                    "own resumes from them by itself)")
     assert restart_from(None, "/c", [failed_attempt(0, checkpoint_step=40)]) == \
-        "the beginning (no usable checkpoint in /c)"
+        "the beginning as far as tfcluster knows (no usable checkpoint in /c)"
     never = restart_from(None, "/c", [failed_attempt(0)])
-    assert never.startswith("the beginning: no checkpoint was ever written to /c (checkpoint.dir)")
+    assert never.startswith("the beginning as far as tfcluster knows: no checkpoint was ever "
+                            "written to /c (checkpoint.dir)")
     assert "TFCLUSTER_CHECKPOINT_DIR" in never and "per-process temporary directory" in never
+
+
+def test_the_checkpoint_dir_hint_is_said_once_and_not_for_tasks_that_never_ran() -> None:
+    loop = [failed_attempt(0), failed_attempt(1), failed_attempt(2)]
+    said = [restart_from(None, "/c", loop[:n]) for n in (1, 2, 3)]
+    assert ["TFCLUSTER_CHECKPOINT_DIR" in line for line in said] == [True, False, False]
+    never_ran = [failed_attempt(0, kind=FailureKind.SPAWN_FAILED)]
+    assert "TFCLUSTER_CHECKPOINT_DIR" not in restart_from(None, "/c", never_ran)
 
 
 def test_run_says_when_a_specs_python_command_is_not_tfclusters_interpreter(

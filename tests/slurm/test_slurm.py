@@ -407,6 +407,6 @@ def test_preflight_checks_every_node_and_run_refuses_a_node_that_is_not_ready(
                                               str(tmp_path / "run"))), check=False, cwd=REPO)
     assert done.returncode == 1
     assert "pre-flight found problems on its hosts" in done.stderr
-    assert f"  n2: python {version}, tfcluster {TFCLUSTER_VERSION}: ports in use: 24601 " \
-        "(Address already in use)" in done.stderr.splitlines()
+    assert f"  n2: python {version}, tfcluster {TFCLUSTER_VERSION}: port 24601 of worker:0 " \
+        "in use: Address already in use" in done.stderr.splitlines()
     assert not (tmp_path / "run" / "events.jsonl").exists()

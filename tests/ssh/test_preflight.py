@@ -128,7 +128,7 @@ def test_a_ready_cluster_passes_and_checkpoint_and_ports_are_checked(
         busy.listen()
         result, _ = preflight(write_spec(tmp_path, spec))
     assert result.returncode == 1
-    assert f"ports in use: {spec['tasks'][0]['port']}" in row(result.stdout, SSH_HOST)
+    assert f"port {spec['tasks'][0]['port']} of " in row(result.stdout, SSH_HOST)
 
 
 def test_a_host_with_another_tfcluster_is_named_with_both_versions_and_the_fix(

@@ -1,7 +1,9 @@
 """The supervision guarantees of tests/integration/test_supervision.py over a real SSH connection:
 a remote stranger with an exited task's pid is left alone, the grandchildren a SIGKILLed remote
 agent left are killed by the next agent on that host before it starts the next attempt, and a
-Ctrl-Z of tfcluster longer than the heartbeat timeout is survived by its remote tasks."""
+Ctrl-Z of tfcluster longer than the heartbeat timeout is survived by its remote tasks; and a
+SIGTERM to one remote task of a lock-step job stops every task after the step tfcluster chose,
+its messages going through the remote agents."""
 
 from __future__ import annotations
 
@@ -88,3 +90,34 @@ def test_remote_tasks_go_on_through_a_ctrl_z_longer_than_the_heartbeat_timeout(
 
 def stopped(pid: int) -> bool:
     return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+
+
+LOCKSTEP = Path(__file__).parents[1] / "support" / "lockstep_watcher.py"
+_STOPPED = re.compile(r"lockstep (\S+): stopped after step (\d+)")
+
+
+def test_a_sigterm_to_one_remote_task_stops_every_task_after_one_step_chosen_by_tfcluster(
+        tmp_path: Path, ssh: SshSetup) -> None:
+    """The stop step's messages go through the remote agents (StopAt, the control pipes)."""
+    checkpoints = tmp_path / "ckpt"
+    spec = ssh.spec("sshstop", workers=3,
+                    entrypoint={"script": str(LOCKSTEP), "args": ["--steps", "120",
+                                                                  "--step-time", "0.02"]},
+                    checkpoint={"dir": str(checkpoints)},
+                    restart={"max_restarts": 0, "backoff_s": 0.1})
+    with running(["run", str(write_spec(tmp_path, spec))], tmp_path / "run", tmp_path) as job:
+        job.wait_event(lambda e: e["event"] == "task_progress" and e["step"] >= 20, timeout=60)
+        pid = job.wait_event(by("task_started", task="worker:1", attempt=0))["pid"]
+        os.kill(pid, signal.SIGTERM)  # the sshd is this machine's: so is the remote task
+        assert job.wait(60) == 0, job.stderr
+        events = job.events()
+    logs = "".join((tmp_path / "run" / "attempt-0").joinpath(f"worker-{i}.log").read_text()
+                   for i in range(3))
+    stopped = dict(_STOPPED.findall(logs))
+    assert set(stopped) == {"worker:0", "worker:1", "worker:2"} and len(set(stopped.values())) == 1
+    step = int(stopped["worker:0"])
+    assert re.search(rf"worker:1 got a preemption notice after step {step - 1}: every task "
+                     rf"saves after step {step} and stops", job.stderr), job.stderr
+    restart = next(e for e in events if e["event"] == "job_restarting")
+    assert restart["resume_step"] == step and restart["counts_against_budget"] is False
+    assert events[-1]["event"] == "job_succeeded"

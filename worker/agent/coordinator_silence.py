@@ -13,7 +13,7 @@ heard from. An agent reached over SSH or as a Slurm step cannot see the coordina
 the coordinator says it before Ctrl-Z stops it (a :class:`~worker.wire.protocol.Pause`): until it
 is heard from again, only the end of its connection ends the tasks (the coordinator killed, or
 its machine gone for TCP). A stop it cannot announce (SIGSTOP, a paused VM) is, for a remote agent,
-a silence like a partition's (see the README).
+a silence like a partition's (see docs/guides/failures.md).
 """
 
 from __future__ import annotations

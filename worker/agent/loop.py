@@ -43,7 +43,7 @@ from worker.agent.single_tasks import SingleStops
 from worker.agent.spares.pool import SELECTOR_DATA
 from worker.agent.spares.warm_starts import WarmStarts
 from worker.agent.task_process import MAX_AGENT_ERROR_CHARS, SpawnError, TaskProcess
-from worker.agent.task_signals import dump_stacks, signal_tasks
+from worker.agent.task_signals import tell_tasks
 from worker.agent.task_starts import TaskStarts
 from worker.agent.teardown import Teardown
 from worker.wire import process_table
@@ -51,6 +51,7 @@ from worker.wire.protocol import (
     AgentError,
     DumpStacks,
     Exited,
+    FillSpares,
     Heartbeat,
     Launch,
     Message,
@@ -61,6 +62,7 @@ from worker.wire.protocol import (
     SignalTasks,
     Started,
     StartTask,
+    StopAt,
     StopTask,
     TaskLaunch,
     Terminate,
@@ -260,11 +262,11 @@ class Agent:
                 self.stops.begin(stopping, command.grace_period_s, time.monotonic())
         elif isinstance(command, StartTask):
             self.restart_task(command.task)
-        elif isinstance(command, SignalTasks):
-            if (bad := signal_tasks(self.tasks.values(), command)) is not None:
+        elif isinstance(command, FillSpares):
+            self.warm.fill_now(command.why)
+        elif isinstance(command, SignalTasks | DumpStacks | StopAt):
+            if (bad := tell_tasks(self.tasks.values(), command)) is not None:
                 self.outbox.put(AgentError(message=bad))
-        elif isinstance(command, DumpStacks):
-            dump_stacks(self.tasks.values())
         else:
             self.outbox.put(AgentError(message=f"unexpected command {command.TYPE!r}"))
 

@@ -114,8 +114,23 @@ def dying_with_this_process(argv: list[str], path: str | None, cwd: str
     return [setpriv, "--pdeathsig", "KILL", "--", *argv], None
 
 
+def has_children() -> bool:
+    """Whether this process has a child, running or not yet reaped: one system call, where
+    :func:`own_descendants` reads every process's ``/proc`` entry."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
 def own_descendants() -> list[ProcStat]:
-    """Every process below this one: tasks, their children, adopted orphans (zombies too)."""
+    """Every process below this one: tasks, their children, adopted orphans (zombies too).
+    Without a child there is none (every descendant is below one; an orphan is adopted by this
+    subreaper as a child of its own), and ``/proc`` is not read: the common end of an attempt,
+    every task reaped, costs no scan."""
+    if not has_children():
+        return []
     return descendants(snapshot(), os.getpid())
 
 

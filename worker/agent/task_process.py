@@ -52,6 +52,8 @@ from worker.wire.reports import (
 )
 
 STDOUT, STDERR, REPORT = "stdout", "stderr", "report"
+#: The control pipe (agent -> task) among a warm spare's pipes handed over to its task.
+CONTROL = "control"
 #: An output line longer than this is relayed in pieces of this size.
 MAX_OUTPUT_LINE_BYTES = 64 * 1024
 #: The most the agent reads from one pipe in one turn of its loop.
@@ -95,6 +97,7 @@ class TaskProcess:
         self._popen: subprocess.Popen[bytes] | None = None
         self._usage: psutil.Process | None = None
         self._waits: RunQueueWait | None = None
+        self._control: int | None = None  # the control pipe's write end (worker.wire.control)
 
     @property
     def running(self) -> bool:
@@ -109,8 +112,9 @@ class TaskProcess:
                              "exist on this host (or is not a directory)")
         pipes = {name: os.pipe() for name in (STDOUT, STDERR, REPORT)}
         report_w = pipes[REPORT][1]
+        control_r, control_w = os.pipe()
         child_env = {**env.without_own(os.environ), **self.env_overlay,
-                     env.REPORT_FD: str(report_w)}
+                     env.REPORT_FD: str(report_w), env.CONTROL_FD: str(control_r)}
         try:
             argv, preexec_fn = process_tree.dying_with_this_process(
                 as_module_argv(self.launch.argv), child_env.get("PATH"), self.launch.cwd)
@@ -119,14 +123,14 @@ class TaskProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=pipes[STDOUT][1],
                 stderr=pipes[STDERR][1],
-                pass_fds=(report_w,),
+                pass_fds=(report_w, control_r),
                 env=child_env,
                 cwd=self.launch.cwd,
                 start_new_session=True,
                 preexec_fn=preexec_fn,  # noqa: PLW1509 - one thread
             )
         except BaseException as exc:
-            for read_end, write_end in pipes.values():
+            for read_end, write_end in [*pipes.values(), (control_r, control_w)]:
                 os.close(read_end)
                 os.close(write_end)
             if isinstance(exc, OSError | ValueError | subprocess.SubprocessError):
@@ -135,18 +139,23 @@ class TaskProcess:
         self.pid = self._popen.pid
         for _, write_end in pipes.values():
             os.close(write_end)
-        self._take_pipes({name: read_end for name, (read_end, _) in pipes.items()})
+        os.close(control_r)
+        self._take_pipes({name: read_end for name, (read_end, _) in pipes.items()}, control_w)
 
     def adopt(self, popen: subprocess.Popen[bytes], read_ends: Mapping[str, int]) -> None:
         """Take over a process that was started with this task's pipes and has just become this
         task (a warm spare, :meth:`worker.agent.spares.pool.SparePool.launch`): from now on it is as if
         :meth:`start` had started it. ``read_ends`` maps STDOUT, STDERR and REPORT to the read
-        ends, which are this object's to close from now on."""
+        ends and CONTROL to the control pipe's write end, which are this object's to close from
+        now on."""
         self._popen = popen
         self.pid = popen.pid
-        self._take_pipes(read_ends)
+        self._take_pipes(read_ends, read_ends.get(CONTROL))
 
-    def _take_pipes(self, read_ends: Mapping[str, int]) -> None:
+    def _take_pipes(self, read_ends: Mapping[str, int], control_w: int | None) -> None:
+        if control_w is not None:
+            os.set_blocking(control_w, False)  # a task that never reads cannot block the agent
+        self._control = control_w
         now = time.monotonic()
         for name in (STDOUT, STDERR, REPORT):
             read_end = read_ends[name]
@@ -313,9 +322,24 @@ class TaskProcess:
         with contextlib.suppress(OSError):
             os.close(fd)
 
+    def tell(self, line: bytes) -> str | None:
+        """Write one control line to the task (:mod:`worker.wire.control`); why not, if it could
+        not be written whole (the task is gone, or has left 64 KiB of lines unread)."""
+        if self._control is None or not self.running:
+            return f"{self.task} is not running"
+        try:
+            written = os.write(self._control, line)
+        except OSError as exc:  # EPIPE: it closed the read end; EAGAIN: the pipe is full
+            return f"cannot tell {self.task}: {exc.strerror}"
+        return None if written == len(line) else f"cannot tell {self.task}: its control pipe is full"
+
     def close(self) -> None:
         for fd in list(self.fds):
             self.close_fd(fd)
+        if self._control is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._control)
+            self._control = None
         if self._waits is not None:
             self._waits.close()
 

@@ -1,10 +1,9 @@
 """When each task of an attempt starts: the agent's one place for that decision.
 
-- A task whose warm spare is still importing waits for it (:mod:`worker.agent.spares.warm_starts`), at most
-  ``SPARE_WAIT_S``;
-- every other task, and a held one once its spare is ready or lost, waits for a start-up slot
-  (:mod:`worker.agent.startup_pacing`). A task that then starts from its spare frees its slot at once:
-  only a cold start holds one.
+- every task waits for a start-up slot (:mod:`worker.agent.startup_pacing`), then starts from its
+  warm spare if one is ready (:mod:`worker.agent.spares.warm_starts`; one still importing is killed,
+  never waited for), else cold. A task that starts from its spare frees its slot at once: only a
+  cold start holds one.
 
 The agent starts what :meth:`TaskStarts.due` gives it, tells :meth:`TaskStarts.started` how each
 start went, and :meth:`TaskStarts.settled` when a task wrote something or exited.
@@ -31,7 +30,7 @@ class TaskStarts:
     @property
     def waiting(self) -> bool:
         """Whether a task of this attempt has yet to start."""
-        return bool(self.pacer.waiting or self.warm.holding)
+        return bool(self.pacer.waiting)
 
     def attempt(self, launch: Launch, tasks: list[tuple[TaskProcess, TaskLaunch]]) -> None:
         """The tasks of a new attempt, in launch order (the last attempt's are forgotten)."""
@@ -39,19 +38,15 @@ class TaskStarts:
         self.pacer.clear()
         self.pacer.slots = slots_for(launch.startup_concurrency)
         for task, task_launch in tasks:
-            if not self.warm.hold(task, launch, task_launch):  # else: when its spare is ready
-                self.pacer.queue(task.task, (task, launch, task_launch))
+            self.pacer.queue(task.task, (task, launch, task_launch))
 
     def one(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch) -> None:
         """One task of the current attempt, started again alone: from its spare if there is one,
         else cold when a start-up slot is free."""
-        if not self.warm.hold(task, launch, task_launch):
-            self.pacer.queue(task.task, (task, launch, task_launch))
+        self.pacer.queue(task.task, (task, launch, task_launch))
 
     def due(self, now: float) -> list[Pending]:
         """The tasks to start now, in order."""
-        for held in self.warm.released(now):
-            self.pacer.queue(held[0].task, held)
         return [pending for _, pending in self.pacer.admit(now)]
 
     def started(self, task: TaskProcess, warm: bool) -> None:
@@ -69,6 +64,7 @@ class TaskStarts:
         return min(times) if times else None
 
     def drop(self) -> None:
-        """The attempt is being torn down: the tasks not started yet never start."""
-        self.warm.drop_held()
+        """The attempt is being torn down: the tasks not started yet never start, and spares
+        still importing are killed."""
         self.pacer.clear()
+        self.warm.attempt_ending()

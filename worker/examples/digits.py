@@ -85,8 +85,10 @@ def log(ctx: worker.TaskContext, message: str) -> None:
 
 def load_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Digits (8x8 images, 1797 samples) scaled to [0, 1]; a fixed stratified 20% test split."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    from worker.examples.needs import need
+
+    load_digits = need("sklearn.datasets").load_digits
+    train_test_split = need("sklearn.model_selection").train_test_split
 
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)

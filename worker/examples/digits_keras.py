@@ -55,9 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import tensorflow as tf
 
+    from worker.examples.needs import need
+
+    tf_keras = need("tf_keras")  # before the strategy: a missing one is said in one line
     # The strategy must exist before any other TF op runs (it configures the collective runtime).
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    import tf_keras
 
     from worker.keras import callbacks
     from worker.saving import model_checkpoint

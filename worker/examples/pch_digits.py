@@ -58,9 +58,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def load_data() -> tuple[np.ndarray, np.ndarray]:
     """Digits (8x8 images, 1797 samples) scaled to [0, 1]."""
-    from sklearn.datasets import load_digits
+    from worker.examples.needs import need
 
-    x, y = load_digits(return_X_y=True)
+    x, y = need("sklearn.datasets").load_digits(return_X_y=True)
     return (x / 16.0).astype(np.float32), y.astype(np.int32)
 
 

@@ -24,11 +24,11 @@ checkpoint there. ``optimizer.iterations``, a variable on a parameter server, is
 Every finished step is reported to tfcluster (``worker.report(step, loss=...)``). At the end the
 chief prints ``test_accuracy=...`` and ``final_step=...``.
 
-Keras: the model and optimizer are tf_keras (Keras 2, ``pip install tf_keras``), which supports
-ParameterServerStrategy. Keras 3 does not: its optimizer's ``iterations`` loses increments when
-two workers update it at once, so it cannot count steps. ``--keras-fit`` trains with tf_keras
-``model.fit`` on a ``DatasetCreator`` instead of the custom loop, checkpointing and reporting
-every ``--save-every`` steps.
+Keras: the model and optimizer are tf_keras (Keras 2: :mod:`worker.examples.needs` says how to
+install it), which supports ParameterServerStrategy. Keras 3 does not: its optimizer's
+``iterations`` loses increments when two workers update it at once, so it cannot count steps.
+``--keras-fit`` trains with tf_keras ``model.fit`` on a ``DatasetCreator`` instead of the custom
+loop, checkpointing and reporting every ``--save-every`` steps.
 """
 
 from __future__ import annotations
@@ -211,8 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # notices it ("use_caller" is TensorFlow's default too; TF's own examples set it).
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
     import tensorflow as tf
-    import tf_keras
 
+    from worker.examples.needs import need
+
+    tf_keras = need("tf_keras")
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()  # reads TF_CONFIG
     cluster = resolver.cluster_spec()
     strategy = tf.distribute.ParameterServerStrategy(resolver)

@@ -1,4 +1,5 @@
-"""Names of the environment variables tfcluster sets for every task (a contract: the README lists them)."""
+"""Names of the environment variables tfcluster sets for every task (a contract:
+docs/reference/environment.md lists them, generated from this module)."""
 
 from collections.abc import Mapping
 
@@ -11,6 +12,9 @@ CHECKPOINT_DIR = "TFCLUSTER_CHECKPOINT_DIR"
 RESUME_CHECKPOINT = "TFCLUSTER_RESUME_CHECKPOINT"
 RESUME_STEP = "TFCLUSTER_RESUME_STEP"
 REPORT_FD = "TFCLUSTER_REPORT_FD"
+#: The read end of the agent's control pipe to the task (:mod:`worker.wire.control`): the job's
+#: stop step on a preemption notice.
+CONTROL_FD = "TFCLUSTER_CONTROL_FD"
 #: The mark an agent puts in the environment of every process it starts
 #: (:mod:`worker.wire.process_mark`): what proves, after the agent died, that a process is the job's.
 PROCESS_MARK = "TFCLUSTER_PROCESS_MARK"

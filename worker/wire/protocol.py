@@ -1,9 +1,10 @@
 """The agent protocol: JSON lines between the coordinator and one agent per host.
 
 Coordinator -> agent (the agent's stdin): first a :class:`Launch`, later :class:`SignalTasks`,
-:class:`DumpStacks`, :class:`StartTask` / :class:`StopTask` (one task alone) and
-:class:`Terminate`. Closing stdin (EOF) means the coordinator is gone: the agent kills every
-task's process tree and exits.
+:class:`DumpStacks`, :class:`StartTask` / :class:`StopTask` (one task alone), :class:`StopAt` (the
+job's stop step on a preemption notice), :class:`FillSpares` (training is seen to run) and
+:class:`Terminate`. Closing stdin (EOF) means the
+coordinator is gone: the agent kills every task's process tree and exits.
 
 Agent -> coordinator (the agent's stdout): :class:`Hello` once (with its versions, which the
 coordinator checks first: :mod:`worker.wire.handshake`), then per task :class:`Started`,
@@ -163,6 +164,25 @@ class StopTask(Message):
 
 
 @dataclass(frozen=True)
+class StopAt(Message):
+    """Tell ``task`` (on its control pipe, :mod:`worker.wire.control`) that the whole job stops
+    after training ``step``: a preemption notice reached the coordinator, which chose the step."""
+
+    TYPE: ClassVar[str] = "stop_at"
+    task: str
+    step: int
+
+
+@dataclass(frozen=True)
+class FillSpares(Message):
+    """Training is seen to run (the attempt wrote its first checkpoint): start the warm spares
+    now (:mod:`worker.agent.spares.warm_starts`), not ``Launch.spare_fill_delay_s`` after the start."""
+
+    TYPE: ClassVar[str] = "fill_spares"
+    why: str
+
+
+@dataclass(frozen=True)
 class Terminate(Message):
     """TERM every task's whole process tree, wait ``grace_period_s``, then KILL what is left."""
 
@@ -290,7 +310,8 @@ class AgentError(Message):
 
 COMMANDS: dict[str, type[Message]] = {
     cls.TYPE: cls
-    for cls in (Launch, SignalTasks, DumpStacks, Ping, Pause, StartTask, StopTask, Terminate)
+    for cls in (Launch, SignalTasks, DumpStacks, Ping, Pause, StartTask, StopTask, StopAt,
+                FillSpares, Terminate)
 }
 EVENTS: dict[str, type[Message]] = {
     cls.TYPE: cls

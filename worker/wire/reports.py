@@ -31,6 +31,11 @@ class ReportKind(str, Enum):
     RESTORE_FAILED = "restore_failed"  # the resume checkpoint could not be restored
     PREEMPTED = "preempted"  # a preemption notice was seen: every task saves and stops
     EXPORTED = "exported"  # the chief saved a model (worker.save_model): path and format
+    #: The task got a preemption notice after finishing ``step`` and holds there until the
+    #: coordinator's stop step comes back on its control pipe (:mod:`worker.wire.control`).
+    PREEMPTION_NOTICE = "preemption_notice"
+    #: The task's helpers know the job's stop ``step``: it will not train past it.
+    STOP_ACK = "stop_ack"
 
 
 #: The longest report line the agent reads; a longer one is dropped whole. Only the fatal

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import subprocess
 from pathlib import Path
 
 from launcher.backends.base import Sink
 from launcher.backends.channel import AgentChannel
 from launcher.backends.early_agent import EarlyAgent, agent_popen, end_agent
+from launcher.backends.process_exit import wait_exit
 from launcher.errors import AgentStartError
 from launcher.plan.planner import HostPlan
 from worker.wire.module_start import agent_argv
@@ -62,18 +64,23 @@ class LocalAgentHandle:
             return []
         self._closed = True
         self._channel.close_input()
-        try:
-            self._proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
+        code = wait_exit(self._proc, timeout_s)
+        if code is None:
             self._proc.kill()
-            self._proc.wait()
+            code = self._proc.wait()
         self._channel.join(CHANNEL_JOIN_S)
-        return self._kill_leftovers()
+        return self._kill_leftovers(vouched=code == 0)
 
-    def _kill_leftovers(self) -> list[int]:
+    def _kill_leftovers(self, vouched: bool = False) -> list[int]:
         """What the agent left and did not end itself (it was killed, or hung): processes of the
-        job it recorded or that carry its mark, never one that does not prove to be the job's."""
+        job it recorded or that carry its mark, never one that does not prove to be the job's.
+        ``vouched``: the agent exited 0, which it does only once no process below it is left (a
+        subreaper: orphans stay below it); with its table removed, which it does last, there is
+        nothing to look for (no scan of every process's environment at the end of each run)."""
         if self._process_table is None:
+            return []
+        table = os.path.expanduser(self._process_table)  # as the agent names it
+        if vouched and not os.path.lexists(table):
             return []
         from worker.wire.process_table import kill_recorded, remove_table
 

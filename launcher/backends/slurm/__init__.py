@@ -7,6 +7,7 @@ itself is :mod:`.engine`; nothing outside this package imports Slurm code."""
 
 from launcher.backends.slurm.engine import create, size
 from launcher.backends.slurm.node_loss import locate_node as locate_lost_host
+from launcher.backends.slurm.sbatch import EXIT_REQUEUE_WITHOUT_NODES
 from launcher.backends.slurm.submit import submitter
 
-__all__ = ["create", "locate_lost_host", "size", "submitter"]
+__all__ = ["EXIT_REQUEUE_WITHOUT_NODES", "create", "locate_lost_host", "size", "submitter"]

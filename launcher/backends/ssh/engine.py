@@ -29,9 +29,14 @@ def ssh_host(spec: ClusterSpec, name: str) -> SshHost:
     declared = spec.hosts.get(name)
     if declared is None:
         return SshHost(name=name, address=name)
+    from launcher.spec.loading import local_path
+
     return SshHost(name=name, address=spec.address_of(name), user=declared.user,
-                   ssh_port=declared.port or DEFAULT_PORT, identity_file=declared.identity_file,
-                   known_hosts=declared.known_hosts)
+                   ssh_port=declared.port or DEFAULT_PORT,
+                   identity_file=None if declared.identity_file is None
+                   else local_path(declared.identity_file, spec),
+                   known_hosts=None if declared.known_hosts is None
+                   else local_path(declared.known_hosts, spec))
 
 
 def size(spec: ClusterSpec) -> str:

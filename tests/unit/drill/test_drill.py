@@ -48,6 +48,7 @@ def drill_run(*, injected_step: int = 100, resumed_step: int = 81,
         progress(9.9, "worker:1", injected_step, 0),
         fault(10.0, injected_step),
         failed(10.5, observed_at=10.02),
+        progress(10.55, "chief:0", injected_step, 0),  # its last report, written at its exit
         failed(10.6, observed_at=10.6, task="chief:0", kind="exited"),
         ev(11.0, "job_restarting", attempt=1, reason="worker:1 failed"),
         ev(12.0, "attempt_started", attempt=1, resume_step=resumed_step - 1),
@@ -113,6 +114,7 @@ def test_a_fault_in_a_later_attempt_counts_from_that_attempt() -> None:
         progress(4.0, "worker:1", 50, 1, first=True),  # before the fault: not a recovery
         fault(5.0, step=60, attempt=1),
         failed(5.2, observed_at=5.1),
+        progress(5.21, "worker:1", 60, 1),  # its last report, written at its exit
         ev(6.0, "job_restarting", attempt=2),
         ev(7.0, "attempt_started", attempt=2, resume_step=55),
         progress(8.0, "worker:1", 56, 2, first=True),

@@ -68,6 +68,19 @@ def test_at_step_fires_once_at_the_first_report_at_or_after_the_step() -> None:
     assert len(control.sent) == 1
 
 
+def test_a_fault_is_at_the_step_its_task_had_reached() -> None:
+    # what drill.md and the console say: the hurt task's last report, not the slowest task's
+    warned: list[str] = []
+    hook, control = injector("kill:worker:1:at-step=60"), Control()
+    control.warn = warned.append  # type: ignore[method-assign]
+    hook.on_progress(control, "chief:0", 58)
+    hook.on_progress(control, "worker:0", 57)
+    hook.on_progress(control, "worker:1", 62)
+    event, = control.events
+    assert isinstance(event, FaultInjected) and event.step == 62
+    assert warned == ["drill: kill:worker:1:at-step=60 injected into worker:1 at step 62"]
+
+
 def test_after_counts_from_the_first_step() -> None:
     hook, control = injector("stop:chief:after=15"), Control(first_progress_at=104.0)
     assert hook.on_tick(control, 110.0) == 119.0  # the attempt wakes the hook then

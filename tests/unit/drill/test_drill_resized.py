@@ -41,6 +41,8 @@ def pool_run(sizes: tuple[int, ...] = (2, 1, 2)) -> list[Event]:
                  task="worker:0", tasks=["worker:0"], host="h2", step=40, sent_at=4.9),
               ev(8.0, "task_failed", task="worker:0", attempt=0, kind="lost_host",
                  observed_at=8.0),
+              # the chief's last report, written as it exits
+              ev(8.2, "task_progress", task="chief:0", step=40, attempt=0, first=False),
               ev(8.5, "job_restarting", attempt=1)]
     for attempt, size in enumerate(sizes[1:], 1):
         start = 9.0 + 20 * (attempt - 1)

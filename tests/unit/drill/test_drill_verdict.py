@@ -31,11 +31,13 @@ def two_faults() -> list[Event]:
         ev(5.0, "fault_injected", attempt=0, fault="kill:worker:1:at-step=40", action="kill",
            task="worker:1", tasks=["worker:1"], step=40),
         ev(5.2, "task_failed", task="worker:1", attempt=0, kind="signalled", observed_at=5.01),
+        ev(5.3, "task_progress", task="chief:0", step=40, attempt=0, first=False),  # its last
         ev(6.0, "job_restarting", attempt=1),
         ev(6.1, "attempt_started", attempt=1, resume_step=30),
         ev(7.0, "task_progress", task="chief:0", step=31, attempt=1, first=True),
         ev(9.0, "fault_injected", attempt=1, fault="term:chief:0:at-step=70", action="term",
            task="chief:0", tasks=["chief:0"], step=70),
+        ev(9.4, "task_progress", task="chief:0", step=70, attempt=1, first=False),  # its last
         ev(9.5, "task_failed", task="chief:0", attempt=1, kind="preempted", observed_at=9.5),
         ev(10.0, "job_restarting", attempt=2),
         ev(10.1, "attempt_started", attempt=2, resume_step=70),
@@ -80,7 +82,7 @@ def test_a_fault_never_injected_fails_the_drill() -> None:
 
 def test_a_term_that_lost_steps_fails_the_drill() -> None:
     events = two_faults()
-    events[10] = {**events[10], "resume_step": 60}
+    events[12] = {**events[12], "resume_step": 60}
     outcome = scenario(events, ["kill:worker:1:at-step=40", "term:chief:at-step=70"])
     assert outcome.problems == ["term:chief:0:at-step=70 lost 10 step(s): a preemption notice "
                                 "must lose none"]

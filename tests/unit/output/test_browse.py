@@ -69,7 +69,7 @@ def test_a_run_whose_coordinator_holds_its_lock_is_running(tmp_path: Path) -> No
     finally:
         os.close(fd)
     assert lines[0] == "job demo: running, attempt 1 (1 restart(s)), last event 9s ago"
-    assert lines[2].startswith("attempt 0: restarting") and "reached step 40" in lines[2]
+    assert lines[2].startswith("attempt 0: restarted") and "reached step 40" in lines[2]
     assert "root cause: worker:1 on node-b killed by SIGKILL: likely killed for running out" \
         in lines[2]
     assert lines[3].startswith("attempt 1: running") and "from step 30" in lines[3]
@@ -93,7 +93,7 @@ def test_a_finished_run_reads_its_summary(tmp_path: Path) -> None:
     end = {"ts": 130.0, "event": "job_failed", "reason": "restarts exhausted", "exit_code": 137}
     write_run(tmp_path, [*EVENTS, end])
     (tmp_path / "summary.json").write_text(json.dumps({
-        "attempts": [{"attempt": 0, "max_step": 42, "steps_lost": 12, "recovery_s": 3.5}],
+        "attempts": [{"attempt": 0, "reached_step": 42, "steps_lost": 12, "recovery_s": 3.5}],
         "health": {"slowest": "worker:1", "tasks": {"worker:0": {
             "steps_per_s": 4.5, "cpu_percent_mean": 88.0, "peak_rss_bytes": 310 * 2**20}}},
         "metrics": {"reports": 120, "file": "m.jsonl", "dropped": {"queue_full": 1}}}))

@@ -116,11 +116,12 @@ def test_the_rate_of_a_new_attempt_ignores_the_old_one() -> None:
     assert board.rows["chief:0"].step == 25
 
 
-def test_the_rate_follows_recent_steps() -> None:
+def test_the_rate_is_the_steps_over_the_training_time_of_the_attempt() -> None:
+    # as status, summary.json and TensorBoard count it (launcher.run.step_figures)
     fast = [progress("chief:0", float(t), 10 * t) for t in range(6)]  # 10/s until t=5
     slow = [progress("chief:0", float(t), 50 + (t - 5)) for t in range(6, 16)]  # then 1/s
     board = board_after(ev("job_started", tasks=TASKS), *started(), *fast, *slow)
-    assert board.rows["chief:0"].rate == pytest.approx(1.0)
+    assert board.rows["chief:0"].rate == pytest.approx(60 / 15)
     assert board.rows["chief:0"].step == 60
 
 

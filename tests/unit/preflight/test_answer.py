@@ -58,16 +58,30 @@ def test_a_healthy_probe() -> None:
     ({"python": "3.8.10", "busy_ports": {}}, "python 3.8.10 < 3.10"),
     ({"worker_error": "ModuleNotFoundError: No module named 'worker'"}, "worker not importable"),
     ({"busy_ports": {"2222": "Address already in use"}},
-     "ports in use: 2222 (Address already in use)"),
+     "port 2222 of worker:0 in use: Address already in use"),
 ])
 def test_probe_problems(answer: dict[str, object], problem: str) -> None:
     assert problem in probed({**HEALTHY, **answer}).problems
 
 
-def test_no_tensorflow_is_only_a_warning() -> None:
+def test_no_tensorflow_is_a_problem_naming_the_interpreter() -> None:
     report = probed({k: v for k, v in HEALTHY.items() if k != "tensorflow"})
-    assert report.ok and report.tensorflow == "not installed"
-    assert report.warnings == ["tensorflow not installed"]
+    assert not report.ok and report.tensorflow == "MISSING"
+    assert report.problems == ["tensorflow not installed for python3"]
+
+
+def test_tensorflow_found_without_metadata_is_ready() -> None:
+    report = probed({**HEALTHY, "tensorflow": "installed"})
+    assert report.ok and report.tensorflow == "installed"
+
+
+def test_a_missing_script_or_module_is_named_with_its_tasks() -> None:
+    report = probed({**HEALTHY, "missing_entrypoints": [
+        {"script": "train.py", "tasks": ["chief:0", "worker:0"]},
+        {"module": "pkg.train", "tasks": ["worker:1"]}]})
+    assert report.problems == [
+        "entrypoint.script train.py: no such file in /srv (chief:0, worker:0)",
+        "entrypoint.module pkg.train: python3 in /srv cannot find it (worker:1)"]
 
 
 def test_another_tfcluster_version_names_both_and_the_fix() -> None:

@@ -108,7 +108,7 @@ done
 
 
 def local_gpu_spec(tmp_path: Path) -> Path:
-    return write_spec(tmp_path, {"name": "gpus-local", "entrypoint": {"module": "x"},
+    return write_spec(tmp_path, {"name": "gpus-local", "entrypoint": {"module": "json"},
                                  "workdir": str(REPO), "resources": {"gpus_per_task": 1},
                                  "tasks": [{"type": "worker", "host": "localhost", "count": 2}]})
 

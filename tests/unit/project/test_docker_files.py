@@ -1,7 +1,7 @@
 """The Docker cluster's files agree with each other and with the spec that runs on them.
 
-There is no Docker engine in the test environment, so this checks what can be checked without
-one: compose services, addresses and ports against ``cluster_specs/docker-3hosts.yaml``; the
+What can be checked without a Docker engine (tests/docker/ runs the cluster in a real one):
+compose services, addresses and ports against ``cluster_specs/docker-3hosts.yaml``; the
 Dockerfile installs this package with its ``tf`` extra from the build context and runs sshd; the
 image's sshd configuration (with the real sshd when installed) and its entrypoint script.
 """
@@ -128,7 +128,7 @@ def test_the_spec_validates_and_places_one_task_per_node() -> None:
                       ("worker:1", "node-c", 23456)]
     assert cluster.entrypoint.module == "worker.examples.digits"
     assert (ROOT / "worker" / "examples" / "digits.py").is_file()
-    assert cluster.python is not None and cluster.python.startswith("/usr/local/bin/python3")
+    assert cluster.python == "/opt/tfcluster/bin/python"  # the image's venv (docker/Dockerfile)
 
 
 def test_compose_nodes_are_the_spec_hosts_at_the_same_addresses() -> None:
@@ -189,7 +189,8 @@ def test_each_node_mounts_the_public_key_of_the_specs_identity_file() -> None:
         source = (DOCKER / compose_default(key["source"])).resolve()
         identity = cluster.hosts[name].identity_file
         assert identity is not None
-        assert source == (ROOT / f"{identity}.pub").resolve(), name
+        # relative to the spec file's directory, as every relative path of a spec
+        assert source == (ROOT / "cluster_specs" / f"{identity}.pub").resolve(), name
         # Per node host keys, so that re-creating a container keeps its key.
         assert any(m["target"] == "/etc/ssh/host_keys" and m["type"] == "volume"
                    for m in mounts(node)), name
@@ -209,15 +210,20 @@ def test_nodes_build_the_dockerfile_with_the_repository_as_context() -> None:
 
 
 def test_dockerfile_installs_this_package_with_its_tf_extra_from_the_context() -> None:
-    (base,) = arguments("FROM")
-    assert re.fullmatch(r"python:3\.11-slim(-\w+)?", base), base
+    # The base is a build argument whose default is the public Python image users have.
+    assert arguments("FROM") == ["${BASE}"]
+    defaults = dict(arg.split("=", 1) for arg in arguments("ARG") if "=" in arg)
+    assert re.fullmatch(r"python:3\.11-slim(-\w+)?", defaults["BASE"]), defaults
     destination = {sources[0]: dest for sources, dest in copies() if len(sources) == 1}
     (context_copy,) = [dest for sources, dest in copies() if "pyproject.toml" in sources]
     src = PurePosixPath(context_copy)
     for package in ("launcher", "worker"):
         assert PurePosixPath(destination[package]) == src / package
     (install,) = [run for run in arguments("RUN") if "pip install" in run]
-    requirements = shlex.split(install.split("pip install", 1)[1].split("&&")[0])
+    words = shlex.split(re.split(r"&&|;", install.split("pip install", 1)[1])[0])
+    # Options only (the wheels' directory, and the build argument's options), then requirements.
+    requirements = [w for i, w in enumerate(words) if not w.startswith(("-", "$"))
+                    and words[i - 1] != "--find-links"]
     # Only the package from the context, with its extra: nothing named a second time that could
     # drift from pyproject.toml's requirements.
     assert requirements == [f"{src}[tf]"], requirements

@@ -49,13 +49,14 @@ def test_at_most_15_stderr_lines_each_cut() -> None:
     assert all(len(line) <= EVIDENCE_LINE_CHARS + MARKER_CHARS for line in lines)
 
 
-def test_a_huge_traceback_shows_its_end_bounded() -> None:
+def test_a_huge_traceback_shows_its_exception_first_then_its_innermost_frames_bounded() -> None:
     frames = "".join(f'  File "train.py", line {i}, in f{i}\n    f{i + 1}()\n' for i in range(5000))
     traceback = f"Traceback (most recent call last):\n{frames}RuntimeError: {'boom ' * 200_000}\n"
     lines = failure(traceback=traceback).evidence()
     assert len(lines) == EVIDENCE_TRACEBACK_LINES
-    assert lines[-1].startswith("RuntimeError: boom boom")
-    assert lines[-1].endswith(f"[{len('RuntimeError: ' + 'boom ' * 200_000) - EVIDENCE_LINE_CHARS}"
+    assert lines[-1] == "    f5000()"  # the innermost frame
+    assert lines[0].startswith("RuntimeError: boom boom")
+    assert lines[0].endswith(f"[{len('RuntimeError: ' + 'boom ' * 200_000) - EVIDENCE_LINE_CHARS}"
                               " more characters, see the task log]")
     assert all(len(line) <= EVIDENCE_LINE_CHARS + MARKER_CHARS for line in lines)
 

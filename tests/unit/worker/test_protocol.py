@@ -14,6 +14,7 @@ from worker.wire.protocol import (
     AgentError,
     DumpStacks,
     Exited,
+    FillSpares,
     Heartbeat,
     Hello,
     Launch,
@@ -26,6 +27,7 @@ from worker.wire.protocol import (
     SignalTasks,
     Started,
     StartTask,
+    StopAt,
     StopTask,
     TaskLaunch,
     TaskReport,
@@ -54,6 +56,8 @@ COMMAND_MESSAGES = [
     StartTask(task=TaskLaunch(task="worker:1", argv=["python3", "-m", "worker.server"],
                               env={"TFCLUSTER_TASK": "worker:1"}, cwd="/work")),
     StopTask(task="chief:0", grace_period_s=2.5),
+    StopAt(task="worker:1", step=153),
+    FillSpares(why="the attempt's first checkpoint appeared: /ckpt/ckpt-30"),
     Launch(job="watched", attempt=1, tasks=[], cluster={"worker": ["h:1", "h:2"]},
            coordinator_timeout_s=15.0),
 ]
@@ -117,7 +121,7 @@ def test_every_message_class_is_covered_here() -> None:
 def test_commands_and_events_are_separate_tables() -> None:
     assert not set(COMMANDS) & set(EVENTS)
     assert set(COMMANDS) == {"launch", "signal", "dump_stacks", "ping", "pause", "start_task",
-                             "stop_task", "terminate"}
+                             "stop_task", "stop_at", "fill_spares", "terminate"}
     assert {"hello", "started", "output", "progress", "heartbeat", "exited", "terminated",
             "agent_error"} <= set(EVENTS)
     for cls in COMMANDS.values():

@@ -34,11 +34,13 @@ def pipe(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     monkeypatch.setitem(reporting._state, "trimmed_told", False)
     monkeypatch.setenv(env.REPORT_FD, str(write_fd))
     yield read_fd
+    reporting.flush()  # nothing left for the sender to write into a closed (reused) fd
     os.close(read_fd)
     os.close(write_fd)
 
 
 def reports(read_fd: int) -> list[StepReport]:
+    reporting.flush()
     data = b""
     while True:
         try:
@@ -71,6 +73,7 @@ def test_a_wider_report_keeps_its_step_and_what_fits_and_says_so_once(
         pipe: int, capsys: pytest.CaptureFixture[str]) -> None:
     metrics = gradient_norms(5000)
     report(1, **metrics)
+    reporting.flush()  # written, not replaced by the next one
     report(2, **metrics)
     first, second = reports(pipe)
     assert (first.step, second.step) == (1, 2)
@@ -115,9 +118,9 @@ class NumpyInt:
 
 
 def test_whole_numbers_of_other_types_are_steps(pipe: int) -> None:
-    report(NumpyInt(4))  # type: ignore[arg-type]
-    report(5.0)  # type: ignore[arg-type]
-    report(2**63 - 1)
+    for step in (NumpyInt(4), 5.0, 2**63 - 1):
+        report(step)  # type: ignore[arg-type]
+        reporting.flush()  # each written, not replaced by the next one
     assert [r.step for r in reports(pipe)] == [4, 5, 2**63 - 1]
 
 

@@ -1,4 +1,5 @@
-"""``worker.report()``: one strict-JSON line per call on the agent's pipe, nothing outside tfcluster."""
+"""``worker.report()``: strict-JSON lines on the agent's pipe (batched: :func:`reporting.flush`
+writes what is pending), nothing outside tfcluster."""
 
 from __future__ import annotations
 
@@ -54,11 +55,13 @@ def pipe(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[int, int]]:
     monkeypatch.setitem(reporting._state, "broken", False)
     monkeypatch.delenv(env.REPORT_FD, raising=False)
     yield read_fd, write_fd
+    reporting.flush()  # nothing left for the sender to write into a closed (reused) fd
     os.close(read_fd)
     os.close(write_fd)
 
 
 def written(read_fd: int) -> list[bytes]:
+    reporting.flush()
     try:
         data = os.read(read_fd, 1 << 16)
     except BlockingIOError:
@@ -74,7 +77,7 @@ def test_report_is_a_no_op_outside_tfcluster(pipe: tuple[int, int]) -> None:
     assert written(read_fd) == []
 
 
-def test_one_json_line_per_call(pipe: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_json_line_per_report(pipe: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
     read_fd, write_fd = pipe
     monkeypatch.setenv(env.REPORT_FD, str(write_fd))
     report(1, loss=0.5)

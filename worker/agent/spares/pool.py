@@ -258,7 +258,7 @@ class SparePool:
             self._discard(spare, f"launched as {task.task}")
             raise SpareLaunchError(f"{task.task}: spare {spare.pid} was taken for {spare.task}")
         message = encode(ChannelKind.LAUNCH, argv=task.argv[3:], orig_argv=as_module_argv(list(task.argv)),
-                         env=child_environ(task.env, spare.report_fd),
+                         env=child_environ(task.env, spare.report_fd, spare.control_fd),
                          cwd=os.path.abspath(task.cwd))
         try:
             kind, fields = spare.launch(message, self._launch_timeout_s)

@@ -34,7 +34,7 @@ from enum import Enum
 
 from worker.agent import process_tree
 from worker.agent.lines import LineBuffer
-from worker.agent.task_process import MAX_AGENT_ERROR_CHARS, REPORT, STDERR, STDOUT
+from worker.agent.task_process import CONTROL, MAX_AGENT_ERROR_CHARS, REPORT, STDERR, STDOUT
 from worker.runtime.spare import SPARE_FD, ChannelError, ChannelKind, decode, encode
 from worker.wire import env
 from worker.wire.process_identity import read_stat
@@ -75,10 +75,13 @@ class LaunchedSpare:
     rss_bytes: int | None
 
 
-def child_environ(overlay: Mapping[str, str], report_fd: int) -> dict[str, str]:
-    """The whole environment of a task started with env ``overlay`` and reporting on ``report_fd``:
-    the agent's own without tfcluster's variables, then the overlay (as ``TaskProcess.start``)."""
-    return {**env.without_own(os.environ), **overlay, env.REPORT_FD: str(report_fd)}
+def child_environ(overlay: Mapping[str, str], report_fd: int,
+                  control_fd: int | None = None) -> dict[str, str]:
+    """The whole environment of a task started with env ``overlay``, reporting on ``report_fd``
+    and told the job's stop step on ``control_fd``: the agent's own without tfcluster's
+    variables, then the overlay (as ``TaskProcess.start``)."""
+    control = {} if control_fd is None else {env.CONTROL_FD: str(control_fd)}
+    return {**env.without_own(os.environ), **overlay, env.REPORT_FD: str(report_fd), **control}
 
 
 def describe_status(status: int) -> str:
@@ -105,6 +108,7 @@ class Spare:
         self.exit_status: int | None = None  # wait status, once reaped and known
         self.reaped = False  # by us or the agent: from then on its pid names no one of ours
         self.report_fd = report_fd  # the number of the report pipe's write end in the spare
+        self.control_fd: int | None = None  # and of the control pipe's read end
         self._popen = popen
         self._channel: socket.socket | None = channel
         self._lines = LineBuffer(MAX_CHANNEL_LINE_BYTES, cut=False)
@@ -121,6 +125,8 @@ class Spare:
         ``TaskProcess.start`` starts a task. OSError / ValueError / SubprocessError if it cannot
         be started."""
         pipes = {name: os.pipe() for name in (STDOUT, STDERR, REPORT)}
+        control_r, control_w = os.pipe()  # the other way round: the agent writes
+        pipes[CONTROL] = (control_w, control_r)  # (ours, theirs), as for the other pipes
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         report_w = pipes[REPORT][1]
         try:
@@ -129,7 +135,7 @@ class Spare:
                 stdin=subprocess.DEVNULL,
                 stdout=pipes[STDOUT][1],
                 stderr=pipes[STDERR][1],
-                pass_fds=(report_w, theirs.fileno()),
+                pass_fds=(report_w, control_r, theirs.fileno()),
                 env={**environ, SPARE_FD: str(theirs.fileno())},
                 cwd=cwd,
                 start_new_session=True,
@@ -146,8 +152,10 @@ class Spare:
                 os.close(write_end)
         ours.setblocking(False)
         read_ends = {name: read_end for name, (read_end, _) in pipes.items()}
-        return cls(task, popen, channel=ours, read_ends=read_ends, report_fd=report_w,
-                   preload=preload)
+        spare = cls(task, popen, channel=ours, read_ends=read_ends, report_fd=report_w,
+                    preload=preload)
+        spare.control_fd = control_r
+        return spare
 
     # --- its channel --------------------------------------------------------------------------
 

@@ -2,11 +2,20 @@
 :mod:`worker.agent.spares.pool`) that has already imported TensorFlow and the entrypoint's ``preload``
 modules; the next attempt's task becomes that spare instead of starting cold.
 
-The pool is filled once per attempt, when the attempt's first step is reported (so that the spares'
-imports do not compete with the tasks' own start-up for the CPU), or a delay after the
-attempt started for scripts that never report a step (``Launch.spare_fill_delay_s``,
-``restart.spare_fill_delay_s`` in the spec). A task that finds no fitting spare starts
-cold and says why (``Started.cold_reason``).
+The pool is filled once per attempt, as soon as training is seen to run, so that the spares'
+imports do not compete with the tasks' own start-up for the CPU, whichever comes first:
+
+- a task of the attempt reports its first step (``worker.report``);
+- the coordinator says the attempt wrote its first checkpoint (:class:`~worker.wire.protocol.
+  FillSpares`): a plain script that never reports;
+- every task of this host is past its start-up: its main thread's demand for a CPU has settled
+  (:mod:`worker.agent.spares.training_seen`);
+- or, the last resort, a delay after the attempt started (``Launch.spare_fill_delay_s``,
+  ``restart.spare_fill_delay_s`` in the spec).
+
+A task never waits for its spare: one still importing when its attempt is torn down (or when the
+task starts) is killed (it would compete with the cold start for the CPU) and the task starts
+cold at once, saying why (``Started.cold_reason``), as does any task that finds no fitting spare.
 """
 
 from __future__ import annotations
@@ -14,25 +23,13 @@ from __future__ import annotations
 import dataclasses
 import selectors
 import time
-from dataclasses import dataclass
 
 from worker.agent.notes import note
 from worker.agent.spares.pool import Spare, SpareEvent, SpareLaunchError, SparePool
 from worker.agent.spares.process import SpareState
+from worker.agent.spares.training_seen import StartupWatch
 from worker.agent.task_process import TaskProcess
 from worker.wire.protocol import Launch, TaskLaunch
-
-#: A task whose spare is still importing waits for it (finishing an import beats starting
-#: one afresh) this long at most, then starts cold.
-SPARE_WAIT_S = 60.0
-
-
-@dataclass
-class _Held:
-    task: TaskProcess
-    launch: Launch
-    task_launch: TaskLaunch
-    until: float  # time.monotonic()
 
 
 class WarmStarts:
@@ -43,18 +40,27 @@ class WarmStarts:
         self._launch: Launch | None = None
         self._fill_at: float | None = None  # time.monotonic(); None: filled or not wanted
         self._failed: dict[str, str] = {}  # task -> why its last spare was lost
-        self._held: dict[str, _Held] = {}  # tasks waiting for their spare to be ready
-        self._settled: set[str] = set()  # tasks whose spare became ready or was lost
         self._ever_filled = False
+        self._watch = StartupWatch()
+        self._tasks: dict[str, TaskProcess] = {}  # the attempt's tasks started so far
 
     def start(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch
               ) -> tuple[bool, str | None]:
         """Start ``task``: from a spare if one fits (True, None), else cold (False, why). A
-        cold start's SpawnError propagates as it does from ``TaskProcess.start``."""
+        cold start's SpawnError propagates as it does from ``TaskProcess.start``. A spare still
+        importing is killed (the task does not wait for it)."""
         if launch.preload is None:
             task.start()
             return False, None
         whole = dataclasses.replace(task_launch, env=launch.task_env(task_launch))
+        try:
+            return self._start(task, whole)
+        finally:
+            if self._fill_at is not None:
+                self._tasks[task.task] = task
+                self._watch.started(task.task, task.pid, time.monotonic())
+
+    def _start(self, task: TaskProcess, whole: TaskLaunch) -> tuple[bool, str | None]:
         got = self.pool.take(whole)
         if isinstance(got, Spare):
             try:
@@ -67,55 +73,59 @@ class WarmStarts:
         task.start()
         if not self._ever_filled:  # the job's first attempt: no spare could exist yet
             return False, None
-        return False, self._failed.pop(task_launch.task, got.reason)
-
-    def hold(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch) -> bool:
-        """Keep ``task`` back if its spare is still importing (True); :meth:`released` gives it
-        back once the spare is ready or lost, or after :data:`SPARE_WAIT_S`."""
-        spare = self.pool.spares.get(task_launch.task)
-        if launch.preload is None or spare is None or spare.state is not SpareState.STARTING:
-            return False
-        self._held[task.task] = _Held(task, launch, task_launch, time.monotonic() + SPARE_WAIT_S)
-        return True
-
-    @property
-    def holding(self) -> bool:
-        """Whether a task waits for its spare."""
-        return bool(self._held)
-
-    def released(self, now: float) -> list[tuple[TaskProcess, Launch, TaskLaunch]]:
-        """Held tasks to start now: their spare settled, or they waited long enough."""
-        due = [name for name, held in self._held.items()
-               if name in self._settled or now >= held.until]
-        self._settled.clear()
-        return [(h.task, h.launch, h.task_launch) for h in map(self._held.pop, due)]
-
-    def drop_held(self) -> None:
-        """The attempt is being torn down: held tasks are not started at all."""
-        self._held.clear()
+        return False, self._failed.pop(whole.task, got.reason)
 
     def attempt_started(self, launch: Launch) -> None:
         self._launch = launch
+        self._tasks.clear()
+        self._watch.clear()
         self._fill_at = None if launch.preload is None else \
             time.monotonic() + launch.spare_fill_delay_s
 
+    def attempt_ending(self) -> None:
+        """The attempt is being torn down: a spare still importing is killed now (the next
+        attempt's tasks would not wait for it, and it would compete with their cold start)."""
+        launch = self._launch
+        if launch is None or launch.preload is None:
+            return
+        for task in launch.tasks:
+            spare = self.pool.spares.get(task.task)
+            if spare is not None and spare.state is SpareState.STARTING:
+                got = self.pool.take(dataclasses.replace(task, env=launch.task_env(task)))
+                if not isinstance(got, Spare):
+                    self._failed[task.task] = got.reason
+                    note(f"spare {task.task}: {got.reason}")
+
     def first_step(self) -> None:
         """A task of this attempt reported its first step: time to fill the pool."""
+        self.fill_now("a step was reported")
+
+    def fill_now(self, why: str) -> None:
+        """Training is seen to run (``why``): fill the pool at the next :meth:`tick`."""
         if self._fill_at is not None:
+            if self._fill_at > time.monotonic():
+                note(f"spares: filling now: {why}")
             self._fill_at = time.monotonic()
 
     def due_at(self) -> float | None:
-        times = [h.until for h in self._held.values()]
-        if self._fill_at is not None:
-            times.append(self._fill_at)
-        return min(times) if times else None
+        if self._fill_at is None:
+            return None
+        return min(self._fill_at, self._watch.next_at or self._fill_at)
 
     def tick(self, now: float) -> None:
         launch = self._launch
-        if self._fill_at is None or now < self._fill_at or launch is None or \
-                launch.preload is None:
+        if self._fill_at is None or launch is None or launch.preload is None:
             return
+        if now < self._fill_at:
+            if self._watch.next_at is None or now < self._watch.next_at:
+                return
+            running = {t.pid for t in self._tasks.values() if t.running and t.pid}
+            if not self._watch.look(now, running):
+                return
+            note("spares: filling now: every task past its start-up (CPU demand settled)")
         self._fill_at = None
+        self._watch.clear()
+        self._tasks.clear()
         tasks = [dataclasses.replace(t, env=launch.task_env(t)) for t in launch.tasks]
         self._failed.clear()
         self._ever_filled = True
@@ -129,8 +139,6 @@ class WarmStarts:
             note(f"spare {event.task}: {event.text}")
             if event.state in (SpareState.FAILED, SpareState.DISCARDED):
                 self._failed[event.task] = event.text
-            if event.state in (SpareState.READY, SpareState.FAILED, SpareState.DISCARDED):
-                self._settled.add(event.task)
 
     def spares_rss_bytes(self) -> int:
         return sum(self.pool.usage().values())

@@ -1,0 +1,112 @@
+"""A newcomer's first hour (issue 27): defaults that say what is off, mistakes caught before
+anything starts, and lines that say what really happened. Real tfcluster processes over the
+fake trainer (no TensorFlow)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.jobs import FAKE_TRAINER, by, fake_spec, running, signal_tfcluster, write_spec
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def tfcluster(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "launcher", *argv], cwd=cwd, text=True,
+                          capture_output=True, timeout=60, check=False,
+                          env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"})
+
+
+def said(stderr: str, text: str) -> list[str]:
+    return [line for line in stderr.splitlines() if text in line]
+
+
+def test_local_without_flags_says_restarts_are_off_and_keeps_checkpoints_in_the_run_dir(
+        tmp_path: Path) -> None:
+    with running(["local", "-n", "2", "--", sys.executable, str(FAKE_TRAINER), "--steps", "4",
+                  "--checkpoint-every", "2"], tmp_path / "run", tmp_path) as job:
+        assert job.wait(60) == 0, job.stderr
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert said(job.stderr, "restarts are off") == [
+        "tfcluster: restarts are off (--max-restarts 0, as in torchrun): a failed task ends the "
+        f"job; --max-restarts N restarts it from the chief's latest checkpoint in {checkpoints} "
+        "(TFCLUSTER_CHECKPOINT_DIR)"]
+    assert (checkpoints / "ckpt-4.index").is_file()
+
+
+def test_a_second_run_of_a_spec_says_it_resumes_the_earlier_checkpoints(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, fake_spec("twice", args=["--steps", "6", "--checkpoint-every", "3"],
+                                          checkpoint={"dir": str(tmp_path / "ckpt")}))
+    runs = []
+    for name in ("first", "second"):
+        with running(["run", str(spec)], tmp_path / name, tmp_path) as job:
+            assert job.wait(60) == 0, job.stderr
+        runs.append(job.stderr)
+    assert not said(runs[0], "earlier run")
+    assert said(runs[1], "earlier run") == [
+        f"tfcluster: resuming the checkpoint an earlier run left in {tmp_path / 'ckpt'} at step 6: "
+        "a script that restores the latest checkpoint there continues from it (remove the dir, "
+        "or give another checkpoint.dir, to start fresh)"]
+
+
+def test_validate_names_a_missing_script_and_an_interpreter_not_on_this_machine(
+        tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, {"name": "typos", "entrypoint": {"script": "trian.py"},
+                                 "python": "/usr/bin/python9", "tasks": [{"type": "worker"}]})
+    done = tfcluster("validate", str(spec), cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert done.stderr.splitlines() == [
+        f"{spec}: python: /usr/bin/python9 is not an interpreter on this machine (give the path "
+        "of one, e.g. /usr/bin/python3)",
+        f"{spec}: entrypoint.script: trian.py: no such file in {tmp_path} (worker:0)"]
+
+
+def test_run_checks_this_machine_first_and_starts_nothing(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        spec = write_spec(tmp_path, fake_spec(
+            "notready", tasks=[{"type": "worker", "port": port}, {"type": "worker"}],
+            entrypoint={"module": "no_such_module.train"},
+            restart={"max_restarts": 3, "backoff_s": 0.1}))
+        with running(["run", str(spec)], tmp_path / "run", tmp_path) as job:
+            assert job.wait(30) == 1, job.stderr
+    assert job.stderr.splitlines() == [
+        f"tfcluster: localhost: entrypoint.module no_such_module.train: {sys.executable} in "
+        f"{tmp_path} cannot find it (worker:0, worker:1)",
+        f"tfcluster: localhost: port {port} of worker:0 in use: Address already in use",
+        "tfcluster: job notready not started: nothing was launched"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_local_names_its_flags_not_spec_fields(tmp_path: Path) -> None:
+    with running(["local", "-n", "2", "--max-restarts", "1", "--", sys.executable,
+                  str(FAKE_TRAINER), "--fail-task", "worker:1", "--fail-at-step", "2"],
+                 tmp_path / "run", tmp_path) as job:
+        assert job.wait(60) == 1, job.stderr
+    assert "restart.max_restarts" not in job.stderr and "the spec" not in job.stderr
+    assert said(job.stderr, "job local failed")[0].startswith(
+        "tfcluster: job local failed: gave up after 1 restart(s) (--max-restarts 1)")
+
+
+def test_ctrl_c_after_every_task_saved_is_a_stop_with_the_step_and_resume(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with running(["local", "-n", "2", "--", sys.executable, str(FAKE_TRAINER), "--steps",
+                  "100000", "--step-time", "0.01", "--save-on-term"], run_dir, tmp_path) as job:
+        job.wait_event(by("task_progress"), timeout=30)
+        signal_tfcluster(job, signal.SIGINT)
+        assert job.wait(60) == 130, job.stderr
+    saved = sorted((run_dir / "checkpoints").glob("ckpt-*.index"))
+    assert len(saved) == 1, (saved, job.stderr)
+    step = int(saved[0].name[5:-6])
+    assert not said(job.stderr, "job local failed"), job.stderr
+    assert said(job.stderr, "stopped by") == [
+        f"tfcluster: job local stopped by SIGINT (Ctrl-C) with its checkpoints saved up to step "
+        f"{step}: tfcluster run --resume {run_dir} continues from there; exit code 130"]
