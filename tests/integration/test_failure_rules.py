@@ -54,8 +54,18 @@ def start_up_cases(tmp_path: Path) -> dict[str, tuple[dict[str, Any], str]]:
     }
 
 
-@pytest.mark.parametrize("case", ["module-not-found", "syntax-error", "missing-script",
-                                  "bad-argument"])
+def test_a_missing_script_on_this_machine_is_refused_before_anything_starts(
+        tmp_path: Path) -> None:
+    entrypoint, _ = start_up_cases(tmp_path)["missing-script"]
+    spec = fake_spec("startup-missing-script", entrypoint=entrypoint,
+                     tasks=[{"type": "worker", "count": 2}],
+                     restart={"max_restarts": 5, "backoff_s": 2.0})
+    code, events, stderr = run_job(tmp_path, spec)
+    assert code != 0 and not of(events, "attempt_started")
+    assert "trian.py" in stderr and "nothing was launched" in stderr, stderr
+
+
+@pytest.mark.parametrize("case", ["module-not-found", "syntax-error", "bad-argument"])
 def test_a_start_up_error_fails_the_job_at_once(tmp_path: Path, case: str) -> None:
     entrypoint, named = start_up_cases(tmp_path)[case]
     spec = fake_spec(f"startup-{case}", entrypoint=entrypoint, tasks=[{"type": "worker",
