@@ -23,6 +23,7 @@ from tests.e2e.tfjobs import (
     signal_task,
     tf_job,
     wait_for_file,
+    wait_for_spares,
 )
 from tests.support.jobs import REPO
 from worker.wire.env import PREEMPTION_EXIT_CODE
@@ -132,10 +133,14 @@ def test_a_sigkilled_worker_restarts_from_warm_spares_with_the_same_result(
         tmp_path: Path, reference: Finished) -> None:
     spec = yaml.safe_load(SPEC.read_text())
     spec["restart"]["warm_spares"] = True  # preload: tensorflow (the default)
+    # spares made with the attempt, not at its first checkpoint: this job trains for ~3 s only,
+    # less than a spare's import of TensorFlow, and a spare still importing is not used
+    spec["restart"]["spare_fill_delay_s"] = 0.0
     warm_spec = tmp_path / "warm.yaml"
     warm_spec.write_text(yaml.safe_dump(spec))
     ckpt = tmp_path / "ckpt"
     with tf_job(tmp_path, ["run", str(warm_spec)], ckpt) as job:
+        wait_for_spares(job, ("worker:0", "worker:1"))
         wait_for_file(job, ckpt / "checkpoint")
         signal_task(job, "worker:1", signal.SIGKILL)
     run = finished(job, ckpt)

@@ -118,6 +118,20 @@ def wait_for_file(job: Job, path: Path, timeout: float = 180) -> None:
     wait_while_running(job, path.exists, f"{path} appeared", timeout)
 
 
+def wait_for_spares(job: Job, tasks: tuple[str, ...], timeout: float = 120) -> None:
+    """Wait until the local agent has said that the warm spare of each of ``tasks`` is ready
+    (TensorFlow imported: its note in ``RUN_DIR/agents/localhost.log``); spares are filled once
+    training is seen to run, and one still importing at a restart is not used."""
+    log = job.run_dir / "agents" / "localhost.log"
+
+    def ready() -> bool:
+        text = log.read_text() if log.exists() else ""
+        return all(re.search(rf"spare {re.escape(task)}: spare \d+ ready in ", text)
+                   for task in tasks)
+
+    wait_while_running(job, ready, f"the spares of {', '.join(tasks)} ready", timeout)
+
+
 def signal_task(job: Job, task: str, sig: signal.Signals, attempt: int = 0) -> None:
     pid = job.wait_event(by("task_started", task=task, attempt=attempt), timeout=60)["pid"]
     os.kill(pid, sig)

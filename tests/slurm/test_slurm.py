@@ -127,7 +127,7 @@ def test_plan_shows_nodes_tf_config_and_srun_lines(slurm: SlurmCluster, tmp_path
         assert f"  {node}: {task}" in out
         assert f"host {node} (slurm node at 127.0.0.1, a job step)" in out
         assert (f"    srun --nodes=1 --ntasks=1 --nodelist={node} --overlap --kill-on-bad-exit=1 "
-                f"--input=all --quiet --job-name=tfcluster-plan --chdir={REPO} {sys.executable} "
+                f"--input=all --quiet --job-name=tfcluster-plan --chdir={tmp_path} {sys.executable} "
                 f"-c {START_CODE} -m worker.agent") in out
 
 
