@@ -21,6 +21,8 @@ from launcher.run.directory import new_run_dir
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
 
+#: Where run directories go by default (:func:`launcher.run.directory.new_run_dir`).
+RUNS_DIR = "runs"
 #: The chief's checkpoint dir of a ``local`` run without ``--checkpoint-dir``, in its run dir.
 CHECKPOINTS = "checkpoints"
 
@@ -31,16 +33,20 @@ def checkpoints_in_run_dir(data: dict[str, Any], args: argparse.Namespace) -> It
     without ``--run-dir``, created) now; ``args.run_dir`` is set to it. A run directory created
     here is removed again if the run raises before using it (pre-flight refused the hosts)."""
     created = not args.run_dir
+    made: list[Path] = []  # what to remove again: the run directory, and runs/ if it is new
     if created:
-        args.run_dir = str(new_run_dir(str(data["name"])))
+        parent = Path(RUNS_DIR)
+        made = [] if parent.is_dir() else [parent]
+        args.run_dir = str(new_run_dir(str(data["name"]), base=RUNS_DIR))
+        made.insert(0, Path(args.run_dir))
     directory = Path(args.run_dir).absolute() / CHECKPOINTS
     try:
         yield spec_from_dict({**data, "checkpoint": {"dir": str(directory)}},
                              source="tfcluster local")
     except TfclusterError:
-        if created:
+        for path in made:
             with contextlib.suppress(OSError):  # not empty: the run used it
-                os.rmdir(args.run_dir)
+                os.rmdir(path)
         raise
 
 

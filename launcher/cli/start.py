@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from launcher.backends.engine import Backend
     from launcher.backends.local.engine import LocalBackend
     from launcher.job.reservation import Reservation
+    from launcher.job.resume import Resumption
     from launcher.spec.model import ClusterSpec
 
 
@@ -80,6 +81,18 @@ def check_local_hosts(spec: ClusterSpec, backend: LocalBackend, run_dir: str | N
     if inside:
         preview = dataclasses.replace(preview, checkpoint_dir=None)
     require_ready(spec.name, backend.probe(preview))
+
+
+def check_resumed_hosts(resumption: Resumption, args: argparse.Namespace) -> None:
+    """:func:`check_local_hosts` for ``tfcluster run --resume`` of a job of this machine: the
+    script or interpreter may have gone, or a port been taken, since the run stopped."""
+    if resumption.spec.engine != "local":
+        return
+    from launcher.backends.local.engine import LocalBackend
+
+    # no early agent: this engine only probes (closing it would end the run's early agent)
+    backend = LocalBackend(resumption.spec, engine_options(args, base_dir=resumption.base_dir))
+    check_local_hosts(resumption.spec, backend, str(resumption.run_dir))
 
 
 @dataclass

@@ -218,6 +218,7 @@ def _resume(args: argparse.Namespace, early: EarlyAgent) -> int:
     from pathlib import Path
 
     from launcher.cli.compose import run_job
+    from launcher.cli.start import check_resumed_hosts
     from launcher.job.resume import open_resume
 
     resumption = open_resume(Path(args.resume), given=_load_for_run(args) if args.spec else None,
@@ -227,6 +228,7 @@ def _resume(args: argparse.Namespace, early: EarlyAgent) -> int:
     if resumption.done is not None:
         print(f"tfcluster: {resumption.done}", file=sys.stderr)
         return 0
+    check_resumed_hosts(resumption, args)
     print(f"tfcluster: {resumption.headline()}", file=sys.stderr)
     return run_job(resumption.spec, args, resumed=resumption, early=early).exit_code
 

@@ -110,3 +110,35 @@ def test_ctrl_c_after_every_task_saved_is_a_stop_with_the_step_and_resume(tmp_pa
     assert said(job.stderr, "stopped by") == [
         f"tfcluster: job local stopped by SIGINT (Ctrl-C) with its checkpoints saved up to step "
         f"{step}: tfcluster run --resume {run_dir} continues from there; exit code 130"]
+
+
+def test_a_refused_local_run_leaves_no_run_directory_behind(tmp_path: Path) -> None:
+    """``local`` chooses its run directory (for its checkpoints) before the check of this machine;
+    when the check refuses the run, neither that directory nor a ``runs/`` it made is left."""
+    done = tfcluster("local", "-n", "2", "-m", "no_such_module.train", cwd=tmp_path)
+    assert done.returncode == 1, done
+    assert done.stderr.splitlines()[-1] == "tfcluster: job local not started: nothing was launched"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resume_checks_this_machine_first_and_starts_nothing(tmp_path: Path) -> None:
+    """A run stopped with Ctrl-C whose script has gone since: ``run --resume`` says so in one
+    line and launches nothing (no new attempt, the checkpoint kept)."""
+    script = tmp_path / "train.py"
+    script.write_bytes(FAKE_TRAINER.read_bytes())
+    run_dir = tmp_path / "run"
+    with running(["local", "-n", "2", "--", "python3", str(script), "--steps", "100000",
+                  "--step-time", "0.01", "--save-on-term"], run_dir, tmp_path) as job:
+        job.wait_event(by("task_progress"), timeout=30)
+        signal_tfcluster(job, signal.SIGINT)
+        assert job.wait(60) == 130, job.stderr
+    saved = sorted((run_dir / "checkpoints").iterdir())
+    script.unlink()
+    done = tfcluster("run", "--resume", str(run_dir), cwd=tmp_path)
+    assert done.returncode == 1, done
+    assert said(done.stderr, "localhost:") == [
+        f"tfcluster: localhost: entrypoint.script {script}: no such file in {tmp_path} "
+        "(worker:0, worker:1)"]
+    assert done.stderr.splitlines()[-1] == "tfcluster: job local not started: nothing was launched"
+    assert not (run_dir / "attempt-1").exists()
+    assert sorted((run_dir / "checkpoints").iterdir()) == saved
