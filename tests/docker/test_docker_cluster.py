@@ -12,6 +12,7 @@ in a directory laid out as the repository is.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -68,7 +69,8 @@ class Cluster:
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", self.blocks[block]], cwd=self.work,
                               env=self.env, capture_output=True, text=True, timeout=timeout,
                               check=False)
-        assert done.returncode == 0, f"README block {block!r}: {done.stderr[-3000:]}"
+        assert done.returncode == 0, \
+            f"README block {block!r}: {done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         return done.stdout
 
     def start_run(self) -> tuple[subprocess.Popen[str], Path]:
@@ -101,8 +103,16 @@ def build_image(cluster: Cluster) -> None:
     """The worker image for these inputs: the cached one, or built the README's offline way."""
     engine, cached = cluster.engine, f"{IMAGE}:{image_key()}"
     if engine.run("image", "inspect", cached, check=False).returncode != 0:
-        if engine.run("image", "inspect", BASE, check=False).returncode != 0:
+        # the base made by the README's recipe as it is now (an earlier recipe's is not reused)
+        base = f"{BASE}-{hashlib.sha256(cluster.blocks['base'].encode()).hexdigest()[:12]}"
+        if engine.run("image", "inspect", base, check=False).returncode != 0:
             cluster.sh("base", timeout=900)
+            engine.run("tag", BASE, base)
+            for old in engine.run("images", "--format", "{{.Repository}}:{{.Tag}}",
+                                  BASE.split(":", maxsplit=1)[0]).stdout.split():
+                if old not in (base, BASE):  # an earlier recipe's
+                    engine.run("rmi", old, check=False)
+        engine.run("tag", base, BASE)
         wheels = cluster.work / "docker" / "wheels"
         for wheel in wheelhouse("tf").glob("*.whl"):  # already downloaded: pip keeps them
             os.link(wheel, wheels / wheel.name)
