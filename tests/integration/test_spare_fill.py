@@ -56,12 +56,16 @@ while not os.path.exists(os.path.join(here, "stop")):
     time.sleep(0.05)
 """
 
-#: Idle at once; on attempt 0 it fails once ``fail`` exists, on attempt 1 it ends at once.
+#: Busy for 1 s (its start-up), then idle; on attempt 0 it fails once ``fail`` exists, on attempt
+#: 1 it ends at once.
 FAIL_ON_CUE = """
 import os, sys, time
 here = os.path.dirname(os.path.abspath(__file__))
 if os.environ["TFCLUSTER_ATTEMPT"] != "0":
     sys.exit(0)
+began = time.monotonic()
+while time.monotonic() - began < 1:
+    pass
 while not os.path.exists(os.path.join(here, "fail")):
     time.sleep(0.05)
 sys.exit(3)

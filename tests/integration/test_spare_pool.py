@@ -25,8 +25,16 @@ from tests.integration.test_spare_support import (
     wait_settled,
 )
 from tests.support.tiers import require
+from tests.support.waiting import wait_until
 from worker.agent.spares import import_env
-from worker.agent.spares.pool import NoSpare, Spare, SpareLaunchError, SparePool, SpareState
+from worker.agent.spares.pool import (
+    READY_MARGIN_S,
+    NoSpare,
+    Spare,
+    SpareLaunchError,
+    SparePool,
+    SpareState,
+)
 from worker.agent.task_process import SpawnError, TaskProcess
 from worker.wire.protocol import TaskLaunch
 
@@ -201,6 +209,29 @@ def test_a_spare_not_ready_yet_is_discarded(tmp_path: Path, pool: Pool) -> None:
     assert isinstance(got, NoSpare)
     assert "was not ready yet (still importing after" in got.reason
     wait_gone(spare.pid)
+
+
+def test_a_spare_nearly_done_importing_is_waited_for_one_far_from_it_is_not(
+        tmp_path: Path, pool: Pool) -> None:
+    """With imports expected to take 2 s: a spare 1 s into a 1 s import (half or less left) is
+    waited for and used; one just started on a stuck import is discarded at once."""
+    spares = pool[0]
+    spares.import_hint_s = 2.0
+    near, far = task_in(tmp_path, name="worker:0"), task_in(tmp_path, name="worker:1")
+    spares.fill([near], [module_in(tmp_path, "second_mod", "import time\ntime.sleep(1.0)\n")])
+    spares.fill([far], [module_in(tmp_path, "stuck_mod", "import time\ntime.sleep(600)\n")])
+    waiting = spares.spares[near.task]
+    # the policy under test is about time spent importing: let 1 s of it pass
+    wait_until(lambda: time.monotonic() - waiting.started_at >= 1.0, DEADLINE_S, "1 s of import")
+    asked = time.monotonic()
+    assert isinstance(spares.take(near), Spare)
+    assert time.monotonic() - asked < 1.0 + READY_MARGIN_S + 0.1
+    stuck = spares.spares[far.task]
+    asked = time.monotonic()
+    got = spares.take(far)
+    assert isinstance(got, NoSpare) and "still importing" in got.reason
+    assert time.monotonic() - asked < 0.5
+    wait_gone(stuck.pid)
 
 
 def test_a_spare_that_refuses_its_launch_falls_back_to_a_cold_start(tmp_path: Path,

@@ -49,6 +49,11 @@ SELECTOR_DATA = "spare"
 #: How long :meth:`SparePool.launch` waits for a running spare to take its launch (a stopped one
 #: is given up at once: :meth:`Spare.stopped`).
 LAUNCH_TIMEOUT_S = 5.0
+#: A spare still importing at its launch is waited for when it has at most this share of its
+#: expected import left (a cold start would do all of it again), else killed.
+NEARLY_READY_SHARE = 0.5
+#: ... for its expected rest plus this.
+READY_MARGIN_S = 0.3
 #: How long :meth:`SparePool.close` waits for its killed spares to end.
 CLOSE_TIMEOUT_S = 5.0
 BOOTSTRAP = ("-m", "worker.runtime.bootstrap")
@@ -119,6 +124,10 @@ class SparePool:
         self._dying: list[Spare] = []  # killed or dead, not yet reaped
         self._by_fd: dict[int, Spare] = {}
         self._why_none: dict[str, str] = {}  # tasks given no spare, and why
+        self._import_s: float | None = None  # how long the last spare's imports took
+        #: Until a spare has said it: how long the tasks took to import and start training (at
+        #: most what a spare's imports take), given by the agent when it fills the pool.
+        self.import_hint_s: float | None = None
 
     @property
     def spares(self) -> Mapping[str, Spare]:
@@ -187,6 +196,7 @@ class SparePool:
         if spare is None or not spare.read_channel():
             return []
         if spare.state is SpareState.READY:
+            self._import_s = spare.import_s or self._import_s
             rss = f", {spare.rss_bytes / 2**20:.0f} MiB RSS" if spare.rss_bytes else ""
             return [SpareEvent(spare.task, spare.state,
                                f"spare {spare.pid} ready in {spare.import_s}s{rss}, imported "
@@ -211,6 +221,10 @@ class SparePool:
             return NoSpare(task.task, self._why_none.get(task.task, "no spare was started for it"))
         if spare.channel_fd is not None:
             spare.read_channel()  # news it sent since the last turn of the loop
+        if spare.state is SpareState.STARTING and (wait := self.nearly_ready(spare)) is not None:
+            spare.wait_ready(wait)
+        if spare.state is SpareState.READY:
+            self._import_s = spare.import_s or self._import_s
         if spare.state is SpareState.READY and not spare.alive():
             spare.fail("died while it waited")
         elif spare.state is SpareState.READY and spare.stopped():  # it would never answer
@@ -231,6 +245,16 @@ class SparePool:
         spare.state = SpareState.TAKEN
         self._taken[spare.pid] = spare
         return spare
+
+    def nearly_ready(self, spare: Spare) -> float | None:
+        """How long to wait for ``spare``, still importing, when it is nearly done (at most
+        :data:`NEARLY_READY_SHARE` of its expected import left: waiting beats starting cold);
+        None when it is not, or when nothing says how long its imports take."""
+        expected = self._import_s or self.import_hint_s
+        if expected is None or spare.state is not SpareState.STARTING:
+            return None
+        left = expected - (time.monotonic() - spare.started_at)
+        return max(left, 0.0) + READY_MARGIN_S if left <= expected * NEARLY_READY_SHARE else None
 
     def _mismatch(self, fit: _Fit, task: TaskLaunch) -> str | None:
         if unsuitable(task) is not None:

@@ -180,6 +180,17 @@ class Spare:
             changed = self._message(line) or changed
         return changed
 
+    def wait_ready(self, timeout_s: float) -> None:
+        """Wait at most ``timeout_s`` for a spare still starting to say it is ready (or failed)."""
+        deadline = time.monotonic() + timeout_s
+        while self.state is SpareState.STARTING and self._channel is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            readable, _, _ = select.select([self._channel], [], [], left)
+            if readable:
+                self.read_channel()
+
     def _message(self, line: bytes) -> bool:
         try:
             kind, fields = decode(line)

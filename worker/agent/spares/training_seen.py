@@ -6,9 +6,13 @@ the tasks still start would slow the attempt's own start. :class:`StartupWatch` 
 times a second until it says yes, at every task of this host that has started: its main thread's
 **demand for a CPU has settled** when the time it ran plus the time it waited for a CPU
 (``/proc/PID/schedstat``, so that a task slowed by others still counts as busy), over the last
-:data:`WINDOW_S`, is below :data:`SETTLED_DEMAND` of a core, after at least :data:`MIN_RUN_S`.
+:data:`WINDOW_S`, is below :data:`SETTLED_DEMAND` of a core, after at least :data:`MIN_RUN_S`,
+and **after a busy window** (its start-up work: imports, building and tracing the model).
 Imports run on the main thread (a core's worth of demand); a task waiting for its peers, its data
-or its parameter servers does not. The spares are wanted once every task has settled.
+or its parameter servers does not. The spares are wanted once every task has settled. The busy
+window first matters for a task started from a spare: it has imported already and first waits
+for its peers (quiet, yet before its start-up work: seconds when a connection is retried), and
+spares filled then made its first step seconds later.
 
 A task's open cluster port (its TensorFlow server up) is no such sign: it comes right after the
 imports, before the model is built and the first step traced, and spares filled then made the
@@ -47,6 +51,7 @@ class _Task:
     pid: int
     started: float
     samples: list[tuple[float, float]] = field(default_factory=list)  # (now, demand seconds)
+    busy: bool = False  # a window of start-up work was seen
 
     def settled(self, now: float, demand: float | None) -> bool:
         if demand is None:
@@ -55,9 +60,12 @@ class _Task:
         while len(self.samples) > 2 and self.samples[1][0] <= now - WINDOW_S:
             del self.samples[0]
         first_at, first = self.samples[0]
-        if now - first_at < WINDOW_S * 0.75 or now - self.started < MIN_RUN_S:
+        if now - first_at < WINDOW_S * 0.75:
             return False
-        return (demand - first) / (now - first_at) < SETTLED_DEMAND
+        if (demand - first) / (now - first_at) >= SETTLED_DEMAND:
+            self.busy = True
+            return False
+        return self.busy and now - self.started >= MIN_RUN_S
 
 
 class StartupWatch:

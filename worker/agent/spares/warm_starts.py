@@ -13,9 +13,10 @@ imports do not compete with the tasks' own start-up for the CPU, whichever comes
 - or, the last resort, a delay after the attempt started (``Launch.spare_fill_delay_s``,
   ``restart.spare_fill_delay_s`` in the spec).
 
-A task never waits for its spare: one still importing when its attempt is torn down (or when the
-task starts) is killed (it would compete with the cold start for the CPU) and the task starts
-cold at once, saying why (``Started.cold_reason``), as does any task that finds no fitting spare.
+A spare still importing when its attempt is torn down is killed (it would compete with the cold
+start for the CPU) and the task starts cold at once, saying why (``Started.cold_reason``), as does
+any task that finds no fitting spare; unless it is nearly done (half its expected import or less
+left: :meth:`SparePool.nearly_ready`), when the task waits for it, which beats importing again.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class WarmStarts:
         self._ever_filled = False
         self._watch = StartupWatch()
         self._tasks: dict[str, TaskProcess] = {}  # the attempt's tasks started so far
+        self._started_at = time.monotonic()  # the attempt's
 
     def start(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch
               ) -> tuple[bool, str | None]:
@@ -77,6 +79,7 @@ class WarmStarts:
 
     def attempt_started(self, launch: Launch) -> None:
         self._launch = launch
+        self._started_at = time.monotonic()
         self._tasks.clear()
         self._watch.clear()
         self._fill_at = None if launch.preload is None else \
@@ -90,7 +93,8 @@ class WarmStarts:
             return
         for task in launch.tasks:
             spare = self.pool.spares.get(task.task)
-            if spare is not None and spare.state is SpareState.STARTING:
+            if spare is not None and spare.state is SpareState.STARTING \
+                    and self.pool.nearly_ready(spare) is None:
                 got = self.pool.take(dataclasses.replace(task, env=launch.task_env(task)))
                 if not isinstance(got, Spare):
                     self._failed[task.task] = got.reason
@@ -126,6 +130,9 @@ class WarmStarts:
         self._fill_at = None
         self._watch.clear()
         self._tasks.clear()
+        since = now - self._started_at
+        if since < launch.spare_fill_delay_s:  # training seen: the tasks imported within it
+            self.pool.import_hint_s = since
         tasks = [dataclasses.replace(t, env=launch.task_env(t)) for t in launch.tasks]
         self._failed.clear()
         self._ever_filled = True
