@@ -94,8 +94,8 @@ def trivial_job() -> recovery.Workload:
 def digits_job(quick: bool) -> recovery.Workload:
     if quick:
         return recovery.digits_workload(steps=120, checkpoint_every=30, at_step=70)
-    # The fault comes once the spares can be ready: they are filled at the first step and
-    # import TensorFlow in ~9 s here (2 cores, both busy training); 2000 steps take ~15 s.
+    # The fault comes once the spares can be ready or nearly: they are filled at the first step
+    # and import TensorFlow on what the training leaves of the 2 cores; 2000 steps take ~8 s.
     return recovery.digits_workload(steps=2400, checkpoint_every=400, at_step=2000)
 
 

@@ -50,9 +50,9 @@ SELECTOR_DATA = "spare"
 #: is given up at once: :meth:`Spare.stopped`).
 LAUNCH_TIMEOUT_S = 5.0
 #: A spare still importing at its launch is waited for when it has at most this share of its
-#: expected import left (a cold start would do all of it again), else killed.
+#: expected import left, in CPU time (a cold start would do all of it again), else killed.
 NEARLY_READY_SHARE = 0.5
-#: ... for its expected rest plus this.
+#: ... for its expected rest plus this (it may share the CPU with other starts meanwhile).
 READY_MARGIN_S = 0.3
 #: How long :meth:`SparePool.close` waits for its killed spares to end.
 CLOSE_TIMEOUT_S = 5.0
@@ -124,9 +124,9 @@ class SparePool:
         self._dying: list[Spare] = []  # killed or dead, not yet reaped
         self._by_fd: dict[int, Spare] = {}
         self._why_none: dict[str, str] = {}  # tasks given no spare, and why
-        self._import_s: float | None = None  # how long the last spare's imports took
+        self._import_cpu_s: float | None = None  # the CPU time the last spare's imports took
         #: Until a spare has said it: how long the tasks took to import and start training (at
-        #: most what a spare's imports take), given by the agent when it fills the pool.
+        #: least the CPU time a spare's imports take), given by the agent when it fills the pool.
         self.import_hint_s: float | None = None
 
     @property
@@ -196,7 +196,7 @@ class SparePool:
         if spare is None or not spare.read_channel():
             return []
         if spare.state is SpareState.READY:
-            self._import_s = spare.import_s or self._import_s
+            self._import_cpu_s = spare.import_cpu_s or self._import_cpu_s
             rss = f", {spare.rss_bytes / 2**20:.0f} MiB RSS" if spare.rss_bytes else ""
             return [SpareEvent(spare.task, spare.state,
                                f"spare {spare.pid} ready in {spare.import_s}s{rss}, imported "
@@ -224,7 +224,7 @@ class SparePool:
         if spare.state is SpareState.STARTING and (wait := self.nearly_ready(spare)) is not None:
             spare.wait_ready(wait)
         if spare.state is SpareState.READY:
-            self._import_s = spare.import_s or self._import_s
+            self._import_cpu_s = spare.import_cpu_s or self._import_cpu_s
         if spare.state is SpareState.READY and not spare.alive():
             spare.fail("died while it waited")
         elif spare.state is SpareState.READY and spare.stopped():  # it would never answer
@@ -248,12 +248,14 @@ class SparePool:
 
     def nearly_ready(self, spare: Spare) -> float | None:
         """How long to wait for ``spare``, still importing, when it is nearly done (at most
-        :data:`NEARLY_READY_SHARE` of its expected import left: waiting beats starting cold);
+        :data:`NEARLY_READY_SHARE` of its expected import left, in CPU time: a spare filled while
+        training kept the cores busy has had little of them, however long ago it started);
         None when it is not, or when nothing says how long its imports take."""
-        expected = self._import_s or self.import_hint_s
+        expected = self._import_cpu_s or self.import_hint_s
         if expected is None or spare.state is not SpareState.STARTING:
             return None
-        left = expected - (time.monotonic() - spare.started_at)
+        used = spare.cpu_s()
+        left = expected - (time.monotonic() - spare.started_at if used is None else used)
         return max(left, 0.0) + READY_MARGIN_S if left <= expected * NEARLY_READY_SHARE else None
 
     def _mismatch(self, fit: _Fit, task: TaskLaunch) -> str | None:

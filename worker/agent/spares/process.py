@@ -103,6 +103,7 @@ class Spare:
         self.modules: tuple[str, ...] = ()
         self.rss_bytes: int | None = None  # as it said when ready
         self.import_s: float | None = None
+        self.import_cpu_s: float | None = None  # the CPU time its imports took
         self.started_at = time.monotonic()
         self.ready_at: float | None = None
         self.exit_status: int | None = None  # wait status, once reaped and known
@@ -204,6 +205,7 @@ class Spare:
             rss, took = fields.get("rss_bytes"), fields.get("import_s")
             self.rss_bytes = rss if isinstance(rss, int) else None
             self.import_s = float(took) if isinstance(took, int | float) else None
+            self.import_cpu_s = self.cpu_s()
             return True
         if kind is ChannelKind.FAILED:
             return self.fail(str(fields.get("error", "failed")))
@@ -340,6 +342,19 @@ class Spare:
         except (OSError, ValueError, IndexError):
             return None
         return rss if self.alive() else None
+
+    def cpu_s(self) -> float | None:
+        """The CPU time it has had so far (all its threads), read only while it provably is this
+        process: how far its imports are, whatever the CPU it had to share."""
+        if not self.alive():
+            return None
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of proc(5))
+        except (OSError, ValueError, IndexError):
+            return None
+        return ticks / os.sysconf("SC_CLK_TCK") if self.alive() else None
 
     def hand_over(self) -> LaunchedSpare:
         """It is the caller's task now: give up its process and pipes (they are not closed)."""
