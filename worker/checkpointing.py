@@ -172,7 +172,8 @@ class TrainingCheckpoint:
         is kept; not twice if :meth:`save` just did) and reported to tfcluster, and the caller
         should exit with ``worker.wire.env.PREEMPTION_EXIT_CODE`` at once. The first call installs the
         ``SIGTERM`` handler (replacing TF's), so call it from the main thread, after the strategy
-        exists. Costs one scalar all-reduce per checked step (see :mod:`worker.preemption`).
+        exists. Costs two local flag reads per step: tfcluster's coordinator picks the stop
+        step and tells every task (see :mod:`worker.preemption`).
         """
         if self._watcher.strategy is None and self.ctx.num_workers > 1 \
                 and self.ctx.task_type != EVALUATOR:

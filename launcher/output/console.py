@@ -36,6 +36,9 @@ _RESET = "\033[0m"
 MAX_LINE_CHARS = 1000
 #: How long output queued for the terminal may take to be written before a Ctrl-Z stops tfcluster.
 STOP_FLUSH_S = 0.5
+#: How long a line of tfcluster's waits for task output queued before it (stdout and stderr are
+#: written by threads of their own: sent to one file, the order would otherwise be lost).
+ORDER_FLUSH_S = 0.05
 #: How long ``tfcluster run`` holds task output back (see :mod:`launcher.output.held`).
 HOLD_S = 0.5
 
@@ -196,6 +199,7 @@ class Console:
                     self._rich.print(Text.assemble(("tfcluster:", style), " ", line),
                                      soft_wrap=True)
                 return
+            self._out.flush(ORDER_FLUSH_S)
             colour = self.colour and _wants_colour(self.err)
             label = f"\033[{code}mtfcluster:{_RESET}" if colour else "tfcluster:"
             self._err.write("".join(f"{label} {line}\n" for line in text.splitlines() or [""]))

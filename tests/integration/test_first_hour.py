@@ -142,3 +142,19 @@ def test_resume_checks_this_machine_first_and_starts_nothing(tmp_path: Path) -> 
     assert done.stderr.splitlines()[-1] == "tfcluster: job local not started: nothing was launched"
     assert not (run_dir / "attempt-1").exists()
     assert sorted((run_dir / "checkpoints").iterdir()) == saved
+
+
+def test_task_lines_and_tfclusters_keep_their_order_in_one_file(tmp_path: Path) -> None:
+    """``tfcluster local ... > log 2>&1``: the tasks' last lines (stdout) come before tfcluster's
+    line about how the job ended (stderr), as they happened."""
+    run_dir = tmp_path / "run"
+    with running(["local", "-n", "2", "--", sys.executable, str(FAKE_TRAINER), "--steps",
+                  "100000", "--step-time", "0.01", "--save-on-term"], run_dir, tmp_path,
+                 merged=True) as job:
+        job.wait_event(by("task_progress"), timeout=30)
+        signal_tfcluster(job, signal.SIGINT)
+        assert job.wait(60) == 130, job.stdout
+    lines = job.stdout.splitlines()
+    saved = [i for i, line in enumerate(lines) if "preempted, saved at step" in line]
+    stopped, = [i for i, line in enumerate(lines) if "stopped by SIGINT" in line]
+    assert len(saved) == 2 and max(saved) < stopped, lines

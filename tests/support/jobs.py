@@ -60,7 +60,8 @@ def read_events(run_dir: Path) -> list[Event]:
 class Job:
     """``tfcluster`` run as a user runs it: a subprocess, output captured to files."""
 
-    def __init__(self, argv: list[str], run_dir: Path, cwd: Path) -> None:
+    def __init__(self, argv: list[str], run_dir: Path, cwd: Path, *, merged: bool = False) -> None:
+        """``merged``: stderr goes to the stdout file too (``2>&1``), in the order written."""
         self.run_dir = run_dir
         self.mark = uuid.uuid4().hex
         self.stdout_path = run_dir.parent / f"{run_dir.name}.stdout"
@@ -70,7 +71,8 @@ class Job:
             verb, *rest = argv  # options before the command that `local` takes after --
             self.proc = subprocess.Popen([sys.executable, "-m", "launcher", verb,
                                           "--run-dir", str(run_dir), *rest],
-                                         stdout=out, stderr=err, cwd=cwd, env=env)
+                                         stdout=out, stderr=subprocess.STDOUT if merged else err,
+                                         cwd=cwd, env=env)
 
     @property
     def stdout(self) -> str:
@@ -134,9 +136,9 @@ def by(event_type: str, **fields: Any) -> Callable[[Event], bool]:
 
 
 @contextlib.contextmanager
-def running(argv: list[str], run_dir: Path, cwd: Path) -> Iterator[Job]:
+def running(argv: list[str], run_dir: Path, cwd: Path, *, merged: bool = False) -> Iterator[Job]:
     """A job that is always cleaned up, whatever the test does."""
-    job = Job(argv, run_dir, cwd)
+    job = Job(argv, run_dir, cwd, merged=merged)
     try:
         yield job
     finally:
