@@ -73,10 +73,27 @@ def arguments(keyword: str) -> list[str]:
     return [rest for word, rest in dockerfile() if word == keyword]
 
 
-def copies() -> list[tuple[list[str], str]]:
-    """(sources, destination) of every COPY."""
+def stages() -> dict[str, list[tuple[str, str]]]:
+    """The instructions of each build stage, by its name (``image``: the unnamed last one)."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    name = None
+    for word, rest in dockerfile():
+        if word == "FROM":
+            parts = rest.split()
+            name = parts[2] if len(parts) == 3 and parts[1].upper() == "AS" else "image"
+            found[name] = []
+        elif name is not None:
+            found[name].append((word, rest))
+    return found
+
+
+def copies(instructions: list[tuple[str, str]] | None = None) -> list[tuple[list[str], str]]:
+    """(sources, destination) of every COPY from the build context (of every stage, or of
+    ``instructions``); ``COPY --from=<stage>`` is not from the context."""
     found = []
-    for rest in arguments("COPY"):
+    for word, rest in dockerfile() if instructions is None else instructions:
+        if word != "COPY" or rest.startswith("--from="):
+            continue
         words = [w for w in shlex.split(rest) if not w.startswith("--")]
         found.append((words[:-1], words[-1]))
     return found
@@ -210,23 +227,30 @@ def test_nodes_build_the_dockerfile_with_the_repository_as_context() -> None:
 
 
 def test_dockerfile_installs_this_package_with_its_tf_extra_from_the_context() -> None:
-    # The base is a build argument whose default is the public Python image users have.
-    assert arguments("FROM") == ["${BASE}"]
+    # The base is a build argument whose default is the public Python image users have; the
+    # package's source is gathered in a stage of its own, taken into the image in one layer.
+    assert arguments("FROM") == ["scratch AS source", "${BASE}"]
     defaults = dict(arg.split("=", 1) for arg in arguments("ARG") if "=" in arg)
     assert re.fullmatch(r"python:3\.11-slim(-\w+)?", defaults["BASE"]), defaults
-    destination = {sources[0]: dest for sources, dest in copies() if len(sources) == 1}
-    (context_copy,) = [dest for sources, dest in copies() if "pyproject.toml" in sources]
-    src = PurePosixPath(context_copy)
-    for package in ("launcher", "worker"):
-        assert PurePosixPath(destination[package]) == src / package
-    (install,) = [run for run in arguments("RUN") if "pip install" in run]
-    words = shlex.split(re.split(r"&&|;", install.split("pip install", 1)[1])[0])
-    # Options only (the wheels' directory, and the build argument's options), then requirements.
-    requirements = [w for i, w in enumerate(words) if not w.startswith(("-", "$"))
-                    and words[i - 1] != "--find-links"]
-    # Only the package from the context, with its extra: nothing named a second time that could
-    # drift from pyproject.toml's requirements.
-    assert requirements == [f"{src}[tf]"], requirements
+    by_stage = stages()
+    assert copies(by_stage["source"]) == [(["pyproject.toml", "README.md"], "/"),
+                                          (["launcher"], "/launcher"), (["worker"], "/worker")]
+    image = by_stage["image"]
+    (taken,) = [rest for word, rest in image if word == "COPY" and rest.startswith("--from=")]
+    assert shlex.split(taken)[:2] == ["--from=source", "/"]
+    src = PurePosixPath(shlex.split(taken)[-1])
+    # First the dependencies, read from pyproject.toml in the image (its own lists: nothing named
+    # a second time that could drift), with the tf extra and the build requirements ...
+    deps, package = [rest for word, rest in image if word == "RUN" and "pip install" in rest]
+    (project,) = [dest for sources, dest in copies(image) if sources == ["pyproject.toml"]]
+    assert project in deps and "tomllib" in deps
+    for listed in ('p["dependencies"]', 'p["optional-dependencies"]["tf"]',
+                   't["build-system"]["requires"]'):
+        assert listed in deps, listed
+    # ... then the package alone, after them: a change to its code rebuilds only this step.
+    words = shlex.split(re.split(r"&&|;", package.split("pip install", 1)[1])[0])
+    assert "--no-deps" in words and [w for w in words if not w.startswith("-")] == [str(src)]
+    assert image.index(("COPY", taken)) > image.index(("RUN", deps))
     pyproject = (ROOT / "pyproject.toml").read_text()
     extra = re.search(r"^tf = \[(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL)
     assert extra and "tensorflow" in extra.group(1), "pyproject.toml has no tf extra with TensorFlow"
