@@ -96,4 +96,5 @@ def test_a_task_past_memory_limit_mib_is_stopped_and_reported_out_of_memory(
     assert "worker:1 passed health.memory_limit_mib" in job.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["root_cause"]["kind"] == "out_of_memory"
-    assert summary["health"]["tasks"]["worker:1"]["peak_rss_bytes"] >= 300 << 20
+    # past the limit: killed at the heartbeat that saw it, while its 300 MiB were still filling
+    assert summary["health"]["tasks"]["worker:1"]["peak_rss_bytes"] > 200 << 20
