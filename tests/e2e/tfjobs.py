@@ -21,14 +21,18 @@ from typing import Any
 import pytest
 
 from tests.support.jobs import REPO, Event, Job, by, read_events, running, wait_until_gone
+from tests.support.tiers import REQUIRE_ENV
 
 #: Per test: job start-up alone is ~5 s per TF process, and the host may be busy.
 TEST_TIMEOUT_S = 300
 #: A job that has not finished in this long will not.
 JOB_TIMEOUT_S = 240
 
+#: Skips without TensorFlow, except under ``.ci/run`` (``REQUIRE_ENV``): there the tests run and
+#: fail, as every tier that cannot run does (``make test`` installs TensorFlow).
 requires_tf = pytest.mark.skipif(
-    importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("sklearn") is None,
+    (importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("sklearn") is None)
+    and os.environ.get(REQUIRE_ENV) != "1",
     reason="needs tensorflow and scikit-learn (pip install -e '.[tf]')")
 
 _HASH = re.compile(r"^weights_sha256=([0-9a-f]{64})$", re.MULTILINE)
