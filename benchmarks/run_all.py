@@ -132,7 +132,7 @@ def ssh_variant(cli: Tfcluster, host: SshHost, workers: int) -> recovery.Variant
 def measure_kills(m: Measured, cli: Tfcluster, quick: bool, tmp: Path) -> None:
     """A plain MWMS script killed at a few moments, cold and warm (only at 12 s with --quick)."""
     moments = (EARLY_KILL_AT_S,) if quick else early_kills.MOMENTS_S
-    m.early_kills = early_kills.measure(cli, moments, 1, tmp)
+    m.early_kills = early_kills.measure(cli, moments, early_kills.RUNS, tmp)
 
 
 def measure_all(cli: Tfcluster, sizes: Sizes, args: argparse.Namespace, tmp: Path) -> Measured:

@@ -8,7 +8,10 @@ that carries the same metric names (progress is cumulative: only the latest step
 agent's pipe gets at most one write per :data:`FLUSH_INTERVAL_S`, every report is written at most
 about that long after it is made, and ``metrics.jsonl`` / TensorBoard get a point of each kind of
 report per write (an evaluation's metrics, reported every few hundred steps under other names, are
-never replaced by the training loss of the next step).
+never replaced by the training loss of the next step). The process's first report is never
+replaced: it tells the coordinator where the task began (tasks of one job that begin at different
+steps restored different checkpoints), so a second report made before the first is written must
+not stand in for it.
 
 :meth:`ReportQueue.flush` writes what is pending at once, in the caller's thread: every other kind
 of report flushes first (so the agent sees a step before the ``preempted`` or the traceback that
@@ -35,6 +38,8 @@ MAX_PENDING = 64
 
 #: One pending report: its step and its metrics as given to ``worker.report``.
 Pending = tuple[int, dict[str, Any]]
+#: The first report's key in the pending reports: no other report has it, so none replaces it.
+_FIRST: tuple[str, ...] = ("\0first report",)
 
 
 class ReportQueue:
@@ -53,14 +58,18 @@ class ReportQueue:
         self._write_lock = threading.Lock()  # one batch written at a time, in order
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._first = True  # no report queued yet (in this process)
 
     def put(self, step: int, metrics: dict[str, Any]) -> None:
         """Queue one report (the training thread's whole cost of a report)."""
-        key = tuple(metrics)
         with self._lock:
+            key, self._first = (_FIRST if self._first else tuple(metrics)), False
             pending = self._pending
             if pending.pop(key, None) is None and len(pending) >= MAX_PENDING:
+                first = pending.get(_FIRST)
                 pending.clear()
+                if first is not None:
+                    pending[_FIRST] = first
             pending[key] = (step, metrics)  # at the end: the batch keeps the calls' order
         if self._thread is None:
             self._start()

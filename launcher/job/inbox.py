@@ -11,7 +11,7 @@ from typing import Protocol
 
 from launcher.backends.base import AgentEvent
 from launcher.job.agents import AgentDown, AgentUp
-from launcher.job.server_watch import ServerSilent
+from launcher.job.server_watch import ServerAnswered, ServerSilent
 
 #: The wall clock the job loop reads (``time.time``; tests pass a simulated one).
 Clock = Callable[[], float]
@@ -36,7 +36,7 @@ class Resize:
     hosts: tuple[str, ...]
 
 
-InboxItem = AgentEvent | Interrupt | AgentUp | AgentDown | Resize | ServerSilent
+InboxItem = AgentEvent | Interrupt | AgentUp | AgentDown | Resize | ServerAnswered | ServerSilent
 
 
 class Inbox(Protocol):

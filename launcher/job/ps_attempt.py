@@ -7,7 +7,9 @@ class only says its hard cases:
 - a task that fails goes to :func:`~launcher.job.task_policy.decide_task`: a worker is started
   again alone on its host and port (``start_task`` to its agent, after the backoff) while the
   chief trains on; a ps is started again with the chief, which is stopped first
-  (``stop_task``) and resumes from its latest checkpoint; a worker in a crash loop is left out;
+  (``stop_task``) and resumes from its latest checkpoint once the ps answers on its port (a
+  ``ClusterCoordinator`` that cannot reach a ps dies of it, which would spend a second restart
+  on one failure); a worker in a crash loop is left out;
   when the policy gives up, the attempt stops and the job fails with its reason;
 - the chief's exit 0 ends the job: every server and the evaluator are stopped (TERM, the full
   grace period) and the attempt succeeds;
@@ -28,7 +30,7 @@ from typing import Any
 from launcher.job.attempt import AttemptRunner
 from launcher.job.failure_rules import judge
 from launcher.job.inbox import InboxItem
-from launcher.job.server_watch import ServerSilent, ServerWatch
+from launcher.job.server_watch import ServerAnswered, ServerSilent, ServerWatch
 from launcher.job.task_policy import TaskAction, TaskDecision, TaskTally, decide_task, quick
 from launcher.job.tasks import TaskState
 from launcher.plan.planner import ResumePoint, TaskPlan
@@ -40,6 +42,10 @@ from launcher.spec.health import RestartSpec
 from worker.wire import env
 from worker.wire.protocol import Exited, Started, StartTask, StopTask
 from worker.wire.tfconfig import CHIEF, PS, WORKER, TaskId
+
+#: How long a chief started again with a ps waits for the ps to answer on its port; then it is
+#: started anyway (and what it makes of a ps it cannot reach decides what comes next).
+SERVER_WAIT_S = 120.0
 
 
 @dataclass
@@ -76,6 +82,8 @@ class PsAttemptRunner(AttemptRunner):
         self.gave_up: str | None = None
         self.finished = False
         self.alive: set[str] = set()  # tasks whose process runs (started, not yet exited)
+        self.awaits: dict[str, tuple[set[str], float]] = {}  # task -> (servers it waits for,
+        #                                                      when it starts anyway)
         self.servers = ServerWatch(self.inbox.put, self.clock, self.plan.heartbeat_interval_s)
 
     @staticmethod
@@ -93,6 +101,10 @@ class PsAttemptRunner(AttemptRunner):
     def _dispatch(self, item: InboxItem) -> None:
         if isinstance(item, ServerSilent):
             self._server_silent(item)
+        elif isinstance(item, ServerAnswered):
+            if item.at >= self.since.get(item.task, item.at):  # this start's first answer
+                for servers, _ in self.awaits.values():
+                    servers.discard(item.task)
         else:
             super()._dispatch(item)
 
@@ -111,8 +123,9 @@ class PsAttemptRunner(AttemptRunner):
         """A server's port went dead while its process runs: it is killed and counts as
         failed (the policy decides what is started again)."""
         runtime = self.tasks[item.task]
-        if self.stopping_since is not None or not runtime.state.active:
-            return
+        if self.stopping_since is not None or not runtime.state.active \
+                or item.since < self.since.get(item.task, item.since):
+            return  # stopping, or about a life of the task that has ended
         self.agents.send(item.host, StopTask(task=item.task, grace_period_s=0.0))
         self.failures.write_off(item.task, item.host, FailureKind.SERVER_SILENT, item.since,
                                 item.why)
@@ -196,9 +209,14 @@ class PsAttemptRunner(AttemptRunner):
                                 restarts=self.single.tallies[task].restarts,
                                 backoff_s=decision.backoff_s, together=together,
                                 resume_step=None if resume is None else resume.step))
+        servers = {str(t) for t in decision.restart if t.type == PS}
         chief = "" if CHIEF not in (t.type for t in decision.restart) else \
             "; the chief starts from the beginning (no checkpoint)" if resume is None else \
             f"; the chief resumes from step {resume.step}"
+        if chief and servers:
+            chief += f" once {', '.join(sorted(servers))} answer{'s' * (len(servers) == 1)}"
+            self.awaits.update({str(t): (set(servers), now + SERVER_WAIT_S)
+                                for t in decision.restart if t.type == CHIEF})
         self.console.warn(f"{failure.headline()}; {decision.reason}{chief}")
         for other in decision.restart:
             runtime = self.tasks[str(other)]
@@ -215,14 +233,23 @@ class PsAttemptRunner(AttemptRunner):
     # --- starting tasks again ----------------------------------------------------------------
 
     def _next_deadline(self) -> float | None:
-        times = [t for t in (super()._next_deadline(), *self.due.values()) if t is not None]
+        times = [t for t in (super()._next_deadline(),
+                             *(self._start_at(name) for name in self.due)) if t is not None]
         return min(times) if times else None
+
+    def _start_at(self, name: str) -> float:
+        """When ``name``, due to be started again, starts: once it is due and the servers it
+        waits for have answered (or waiting for them has lasted long enough)."""
+        servers, until = self.awaits.get(name, (set(), 0.0))
+        return max(self.due[name], until) if servers else self.due[name]
 
     def _check_health(self) -> None:
         now = self.clock()
-        for name, at in sorted(self.due.items(), key=lambda item: item[1]):
-            if at <= now and self.stopping_since is None and name not in self.alive:
+        for name in sorted(self.due, key=self._start_at):
+            if self._start_at(name) <= now and self.stopping_since is None \
+                    and name not in self.alive:
                 del self.due[name]
+                self.awaits.pop(name, None)
                 self._start_again(self.tasks[name].plan)
         super()._check_health()
 

@@ -6,8 +6,10 @@ One thread connects to every watched server's port each interval (a TCP connect,
 sent); a server is watched from its first answer on (TF takes seconds to import and bind), and
 one that then fails :data:`MISSES` connects in a row is reported once, as :class:`ServerSilent`
 on the attempt's inbox. The attempt's loop then treats it as failed (it is stopped and started
-again by :mod:`launcher.job.ps_attempt`). The coordinator must reach the servers' addresses,
-which the chief, often on its host, must reach too.
+again by :mod:`launcher.job.ps_attempt`). The first answer of each start is reported too, as
+:class:`ServerAnswered`: a chief started again with a ps waits for it, since a chief whose
+``ClusterCoordinator`` cannot reach a ps dies of it. The coordinator must reach the servers'
+addresses, which the chief, often on its host, must reach too.
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ class ServerSilent:
     why: str
 
 
+@dataclass(frozen=True)
+class ServerAnswered:
+    """``task``'s port took its first connection (of this start) at ``at``."""
+
+    task: str
+    at: float
+
+
 @dataclass
 class _Watched:
     host: str
@@ -45,9 +55,11 @@ class _Watched:
 
 class ServerWatch:
     """Watches servers' ports every ``interval_s`` in a thread of its own; ``put`` receives each
-    :class:`ServerSilent` (once per server). Safe to call from the loop's thread."""
+    start's first :class:`ServerAnswered` and :class:`ServerSilent` (each once per start). Safe
+    to call from the loop's thread."""
 
-    def __init__(self, put: Callable[[ServerSilent], None], clock: Callable[[], float],
+    def __init__(self, put: Callable[[ServerAnswered | ServerSilent], None],
+                 clock: Callable[[], float],
                  interval_s: float) -> None:
         self._put = put
         self._clock = clock
@@ -93,14 +105,22 @@ class ServerWatch:
             server.misses += 1
             if server.misses == 1:
                 server.first_miss = self._clock()
-            if server.misses >= MISSES:
-                with self._lock:
-                    if self._watched.pop(task, None) is None:
-                        return  # forgotten meanwhile: it exited
+            if server.misses >= MISSES and self._current(task, server, forget=True):
                 self._put(ServerSilent(task, server.host, server.first_miss,
                                        f"its port {server.port} stopped answering ({MISSES} "
                                        f"connects in a row failed: {exc.strerror or exc}) "
                                        "while its process ran"))
             return
-        server.answered = True
-        server.misses = 0
+        first, server.answered, server.misses = not server.answered, True, 0
+        if first and self._current(task, server, forget=False):
+            self._put(ServerAnswered(task, self._clock()))
+
+    def _current(self, task: str, server: _Watched, *, forget: bool) -> bool:
+        """Whether ``server`` is still ``task``'s watched start (not forgotten meanwhile because
+        it exited, perhaps started again since); ``forget`` stops watching it."""
+        with self._lock:
+            if self._watched.get(task) is not server:
+                return False
+            if forget:
+                del self._watched[task]
+            return True

@@ -272,7 +272,7 @@ class TaskHealthWatch:
 
     def _figures(self) -> dict[str, dict[str, Any]]:
         return {name: {"host": s.host, "step": s.steps.step,
-                       "steps_per_s": None if s.steps.rate is None else round(s.steps.rate, 3),
+                       "steps_per_s": s.steps.rate,
                        "cpu_percent": s.cpu_percent,
                        "cpu_cores": None if s.figures is None else round(s.figures.cpu, 3),
                        "wait_share": None if s.figures is None else round(s.figures.wait_share, 3),
@@ -300,8 +300,7 @@ class TaskHealthWatch:
         warning."""
         return {
             "tasks": {name: {"step": s.steps.step,
-                             "steps_per_s": None if s.steps.rate is None
-                             else round(s.steps.rate, 3),
+                             "steps_per_s": s.steps.rate,
                              "cpu_percent_mean": None if not s.cpu_samples
                              else round(s.cpu_sum / s.cpu_samples, 1),
                              "rss_bytes": None if s.memory is None else s.memory.rss_bytes,

@@ -42,12 +42,17 @@ class AttemptState(str, Enum):
     FAILED = "failed"
 
 
+#: Steps/s is kept to this many decimals, once, here: every view formats the same number (a view
+#: rounding it again, e.g. to 2 decimals, gives the same digits as every other view).
+RATE_DECIMALS = 3
+
+
 def steps_per_s(first: Point | None, last: Point | None) -> float | None:
-    """Steps per second from a task's first report of its life to its last; None until two
-    reports span some time."""
+    """Steps per second from a task's first report of its life to its last (to
+    ``RATE_DECIMALS``); None until two reports span some time."""
     if first is None or last is None or last[0] <= first[0]:
         return None
-    return (last[1] - first[1]) / (last[0] - first[0])
+    return round((last[1] - first[1]) / (last[0] - first[0]), RATE_DECIMALS)
 
 
 def reached_step(steps: Mapping[str, int]) -> int | None:

@@ -61,6 +61,16 @@ def started(events: list[Event], task: str) -> list[Event]:
     return [e for e in events if e["event"] == "task_started" and e["task"] == task]
 
 
+def why_started_again(events: list[Event], job: Job) -> str:
+    """What a test that counts starts shows when the count is off: every failure and restart
+    the coordinator recorded, and the end of the chief's log."""
+    keep = ("task_failed", "task_restarted", "task_exited", "task_left_out")
+    lines = [str({k: v for k, v in e.items() if k not in ("log", "traceback")} |
+                 {"traceback": str(e.get("traceback") or "")[-400:]})
+             for e in events if e["event"] in keep]
+    return "\n".join([*lines, "--- chief log, last lines ---", *chief_log(job).splitlines()[-25:]])
+
+
 def chief_log(job: Job) -> str:
     return (job.run_dir / "attempt-0" / "chief-0.log").read_text()
 
@@ -99,8 +109,10 @@ def test_a_ps_killed_comes_back_with_the_chief_which_resumes(tmp_path: Path) -> 
         assert not wait_until_gone(job.mark, 15)
     events = job.events()
     assert restarted["together"] == ["chief:0"] and restarted["resume_step"] >= saved
-    assert len(started(events, "chief:0")) == 2 and len(started(events, "ps:0")) == 2
-    assert len(started(events, "worker:0")) == 1 and len(started(events, "worker:1")) == 1
+    starts = {task: len(started(events, task)) for task in ("chief:0", "ps:0", "worker:0",
+                                                              "worker:1")}
+    assert starts == {"chief:0": 2, "ps:0": 2, "worker:0": 1, "worker:1": 1}, \
+        why_started_again(events, job)
     log = chief_log(job)
     resumed = _RESUMED.search(log)
     assert resumed is not None and int(resumed.group(1)) >= saved > 0, log
@@ -110,8 +122,9 @@ def test_a_ps_killed_comes_back_with_the_chief_which_resumes(tmp_path: Path) -> 
 
 def test_with_warm_spares_a_killed_worker_comes_back_from_a_spare(tmp_path: Path) -> None:
     """The spares fill a second after the start (the script reports no steps); by the chief's
-    checkpoint at step 200 they have imported TensorFlow, and the worker's restart takes one."""
-    spec = ps_job(tmp_path, steps=800, warm_spares=True, spare_fill_delay_s=1)
+    checkpoint at step 200 they have imported TensorFlow, and the worker's restart takes one
+    (in well under the 300 steps left, at most 33 a second)."""
+    spec = ps_job(tmp_path, steps=500, warm_spares=True, spare_fill_delay_s=1)
     with running(["run", str(spec)], tmp_path / "run", tmp_path) as job:
         wait_for_checkpoint(tmp_path / "own-ckpt", 200, job, timeout=180)
         os.kill(int(started(job.events(), "worker:1")[0]["pid"]), signal.SIGKILL)
@@ -121,4 +134,4 @@ def test_with_warm_spares_a_killed_worker_comes_back_from_a_spare(tmp_path: Path
     first, again = started(job.events(), "worker:1")
     assert first["warm"] is False and again["warm"] is True, again
     done = _DONE.search(chief_log(job))
-    assert done is not None and int(done.group(1)) == 800, chief_log(job)
+    assert done is not None and int(done.group(1)) == 500, chief_log(job)

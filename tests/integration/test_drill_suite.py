@@ -1,7 +1,7 @@
 """Drill files and coordinator loss, as a user runs them: the fake-trainer suite shipped in
 cluster_specs/drills/ (random faults; repeated 3 times here, 5 as shipped) runs to the end with
-every result matching the baseline; ``kill-coordinator`` leaves no task behind and the drill resumes the run; a drill
-file with bad faults is refused with field paths."""
+every result matching the baseline; ``kill-coordinator`` leaves no task behind and the drill
+resumes the run; a drill file with bad faults is refused with field paths."""
 
 from __future__ import annotations
 

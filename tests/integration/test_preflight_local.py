@@ -96,3 +96,38 @@ def test_a_shared_checkpoint_dir_the_chief_cannot_create(tmp_path: Path) -> None
     assert chief.checkpoint == "NOT WRITABLE"
     assert chief.problems[0].startswith(f"cannot write to the checkpoint dir {tmp_path}")
     assert other.ok and other.checkpoint == "-"
+
+
+def probe_answer(python: str, pythonpath: Path | None) -> dict[str, object]:
+    import json
+    import os
+    import subprocess
+
+    from launcher.preflight.probe import PROBE, PROBE_TAG
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    done = subprocess.run([python, "-c", PROBE, "{}"], env=env, capture_output=True, text=True,
+                          timeout=30, check=True)
+    line, = [line for line in done.stdout.splitlines() if line.startswith(PROBE_TAG)]
+    answer: dict[str, object] = json.loads(line[len(PROBE_TAG):])
+    return answer
+
+
+def test_the_probe_reads_tensorflows_version_as_package_metadata_gives_it(tmp_path: Path) -> None:
+    import importlib.metadata
+    import shutil
+
+    # this interpreter's: the same as importlib.metadata (what the probe read before)
+    here = probe_answer(sys.executable, None)
+    assert here["tensorflow_dist"] == "tensorflow-cpu"
+    assert here["tensorflow"] == importlib.metadata.version("tensorflow-cpu")
+    # another interpreter, without TensorFlow: none, then one installed on its path
+    other = shutil.which("python3", path="/usr/bin")
+    assert other is not None
+    assert "tensorflow" not in probe_answer(other, tmp_path)
+    (tmp_path / "Tensorflow_Intel-2.99.1.dist-info").mkdir()
+    (tmp_path / "unrelated-1.0.dist-info").mkdir()
+    answer = probe_answer(other, tmp_path)
+    assert (answer["tensorflow_dist"], answer["tensorflow"]) == ("tensorflow-intel", "2.99.1")

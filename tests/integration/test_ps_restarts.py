@@ -111,3 +111,23 @@ def test_a_server_whose_port_went_dead_is_restarted(tmp_path: Path) -> None:
     assert failed["task"] == "worker:0" and failed["kind"] == "server_silent"
     assert "stopped answering" in failed["message"]
     assert len(started(job, "worker:0")) == 2
+
+
+def test_the_chief_started_again_with_a_ps_waits_until_the_ps_answers(tmp_path: Path) -> None:
+    # A ClusterCoordinator that cannot reach a ps dies of it: started before the ps listens
+    # again (TF's import takes seconds), the chief would fail a second time and spend a second
+    # restart on one fault (a CI failure of tests/e2e/test_ps_jobs.py).
+    spec = ps_spec(tmp_path, server_args=["--starts-file", str(tmp_path / "starts"),
+                                          "--listen-after-restart", "2.5"],
+                   health={"heartbeat_interval_s": 0.2})
+    with running(["run", str(spec)], tmp_path / "run", tmp_path) as job:
+        job.wait_event(lambda e: e["event"] == "task_progress" and e["task"] == "chief:0"
+                       and e["step"] >= 8)
+        kill_when_running(job, "ps:0")
+        restarted = job.wait_event(by("task_restarted", task="ps:0"))
+        assert job.wait(60) == 0, job.stderr
+    ps_again, chief_again = started(job, "ps:0")[1], started(job, "chief:0")[1]
+    assert chief_again["ts"] - ps_again["ts"] >= 2.5
+    assert f"the chief resumes from step {restarted['resume_step']} once ps:0 answers" \
+        in job.stderr
+    assert [e["task"] for e in job.events() if e["event"] == "task_restarted"] == ["ps:0"]

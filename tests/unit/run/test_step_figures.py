@@ -12,6 +12,7 @@ import pytest
 
 from launcher.job.task_health import TaskHealthWatch
 from launcher.job.tasks import TaskRuntime
+from launcher.output.status import StatusBoard
 from launcher.plan.planner import TaskPlan
 from launcher.run.events import TaskProgress
 from launcher.run.step_figures import AttemptState, run_steps, steps_lost
@@ -81,3 +82,25 @@ def test_the_last_report_before_an_exit_becomes_an_event_with_the_same_figures()
     records = [{"ts": e.received_at, "event": "task_progress", **e.record()} for e in written]
     run = run_steps([ev(0.0, "attempt_started", attempt=0), *records])
     assert run.attempts[0].tasks["worker:0"].rate == pytest.approx(29 / 2.9)
+
+
+def test_a_rate_on_a_rounding_edge_shows_the_same_digits_in_every_view() -> None:
+    # 49.2249...: rounded once to 3 decimals it is 49.225, which a view shows as 49.23 or 49.22
+    # (binary floats); rounded twice (3 decimals for summary.json, 2 for the table) the views
+    # disagreed in the last digit. The figure is kept to 3 decimals once, where it is defined.
+    health = TaskHealthWatch(HealthSpec(), emit=lambda _: None, warn=lambda _: None,
+                             interval_s=5.0)
+    health.observe(0, "h", Started(task="worker:0", pid=1, ts=0.0), 0.0)
+    span = 984.0 / 49.22496
+    for at, step in ((0.0, 1), (span, 985)):
+        health.observe(0, "h", Progress(task="worker:0", step=step, ts=at), at)
+    summary = health.summary()["tasks"]["worker:0"]["steps_per_s"]
+    events = [ev(0.0, "attempt_started", attempt=0),
+              ev(0.0, "task_progress", attempt=0, task="worker:0", step=1, received_at=0.0),
+              ev(span, "task_progress", attempt=0, task="worker:0", step=985, received_at=span)]
+    board = StatusBoard()
+    for event in events:
+        board.apply(event)
+    from_events = run_steps(events).attempts[0].tasks["worker:0"].rate
+    assert summary == from_events == board.rows["worker:0"].rate == 49.225
+    assert f"{summary:.2f}" == f"{board.rows['worker:0'].rate:.2f}"

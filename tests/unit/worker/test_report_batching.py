@@ -33,6 +33,7 @@ def pipe(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     monkeypatch.setitem(reporting._state, "broken", False)
     monkeypatch.setenv(env.REPORT_FD, str(write_fd))
     reporting.flush()
+    monkeypatch.setattr(reporting._queue, "_first", False)  # as after this process's first report
     yield read_fd
     reporting.flush()
     os.close(read_fd)
@@ -71,6 +72,21 @@ def test_a_newer_report_replaces_an_unsent_one_with_the_same_names(pipe: int) ->
     reporting.flush()
     got = [(m["step"], m["metrics"]) for m in lines(pipe)]
     assert got == [(100, {"val_accuracy": 0.5}), (101, {"loss": 0.25})]
+
+
+def test_the_first_report_of_the_process_is_never_replaced(
+        pipe: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It tells where the task began: the coordinator compares it across tasks."""
+    monkeypatch.setattr(reporting._queue, "_first", True)
+    with reporting._queue._write_lock:
+        for step in range(1, 4):
+            report(step, loss=1.0 / step)
+        for names in range(100):  # more kinds of report than may wait at once
+            report(4, **{f"metric_{names}": 1.0})
+    reporting.flush()
+    got = [m["step"] for m in lines(pipe)]
+    assert got[0] == 1 and got.count(1) == 1
+    assert 2 not in got and 3 not in got
 
 
 def test_the_sender_writes_without_being_asked(pipe: int) -> None:
@@ -144,7 +160,7 @@ def test_the_last_step_reported_is_written_when_the_script_exits(code: int) -> N
             os.close(write_fd)
     assert proc.returncode == code
     steps = [json.loads(line)["step"] for line in data.splitlines()]
-    assert steps[-1] == 5000
+    assert steps[0] == 1 and steps[-1] == 5000  # where it began, and where it ended
     assert steps == sorted(steps)
     # batched: far fewer writes than reports (one per FLUSH_INTERVAL_S, and the last at exit)
     assert len(steps) < 5000 / 10, (len(steps), FLUSH_INTERVAL_S)

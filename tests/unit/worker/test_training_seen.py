@@ -83,3 +83,32 @@ def test_real_processes_a_sleeper_never_settles_a_worker_that_spun_does() -> Non
         for process in (spun, quiet):
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.mark.timeout(30)
+def test_a_task_that_exited_keeps_the_others_from_being_past_their_start_up() -> None:
+    """Its peer died: the survivor's quiet is its wait in a collective that will never end, not
+    training (spares filled then were discarded at the restart 0.1 s later)."""
+    code = "import sys,time\nend=time.time()+float(sys.argv[1])\nwhile time.time()<end: pass\n" \
+           "time.sleep(60)"
+    survivor = subprocess.Popen([sys.executable, "-c", code, "1.0"])
+    died = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        died.wait(timeout=10)
+        watch, alone = StartupWatch(), StartupWatch()
+        now = time.monotonic()
+        for one in (watch, alone):
+            one.started("worker:0", survivor.pid, now)
+        watch.started("worker:1", died.pid, now)
+        seen = {"alone": False, "with the dead one": False}
+        deadline = now + 8.0
+        while time.monotonic() < deadline and not seen["alone"]:
+            time.sleep(SAMPLE_EVERY_S)  # the agent's own sampling period, not a synchronisation
+            now = time.monotonic()
+            seen["alone"] = alone.look(now, {survivor.pid})
+            seen["with the dead one"] = seen["with the dead one"] \
+                or watch.look(now, {survivor.pid})
+        assert seen == {"alone": True, "with the dead one": False}
+    finally:
+        survivor.kill()
+        survivor.wait(timeout=10)

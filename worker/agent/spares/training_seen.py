@@ -8,6 +8,8 @@ times a second until it says yes, at every task of this host that has started: i
 (``/proc/PID/schedstat``, so that a task slowed by others still counts as busy), over the last
 :data:`WINDOW_S`, is below :data:`SETTLED_DEMAND` of a core, after at least :data:`MIN_RUN_S`,
 and **after a busy window** (its start-up work: imports, building and tracing the model).
+While a task of the attempt has exited (the attempt is ending, or the task is to be started
+again), none is: the others' quiet is their wait for it.
 Imports run on the main thread (a core's worth of demand); a task waiting for its peers, its data
 or its parameter servers does not. The spares are wanted once every task has settled. The busy
 window first matters for a task started from a spare: it has imported already and first waits
@@ -88,10 +90,13 @@ class StartupWatch:
             self.next_at = now + SAMPLE_EVERY_S
 
     def look(self, now: float, running: set[int]) -> bool:
-        """Whether every started task still ``running`` (pids) is past its start-up."""
+        """Whether every started task is ``running`` (pids) and past its start-up. One that
+        exited says no: its attempt is ending, or it is to be started again, and the others'
+        quiet is their wait for it (spares filled then would be discarded, or compete with its
+        start)."""
         self.next_at = now + SAMPLE_EVERY_S
-        tasks = [t for t in self._tasks.values() if t.pid in running]
-        if not tasks:
+        tasks = list(self._tasks.values())
+        if not tasks or any(task.pid not in running for task in tasks):
             return False
         waiting = 0
         for task in tasks:  # every one sampled: its demand needs a steady series
