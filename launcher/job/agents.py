@@ -190,9 +190,11 @@ class AgentSet:
         self.handles[host].send(message)
         return True
 
-    def send_all(self, message: Message) -> None:
+    def send_all(self, message: Message) -> set[str]:
+        """Send to every agent that is up; the hosts it went to."""
         for host in self._open:
             self.handles[host].send(message)
+        return set(self._open)
 
     def terminate_all(self, grace_s: float) -> None:
         self.send_all(Terminate(grace_period_s=grace_s))

@@ -39,13 +39,7 @@ from launcher.output.task_logs import TaskLogs
 from launcher.plan.planner import LaunchPlan
 from launcher.plan.secrets import Redactor
 from launcher.run.directory import RunDir
-from launcher.run.events import (
-    AttemptStarted,
-    Event,
-    JobStopping,
-    TaskExited,
-    TaskStarted,
-)
+from launcher.run.events import AttemptStarted, Event, JobStopping, TaskExited, TaskStarted
 from launcher.run.failures import FailureKind, format_report
 from launcher.run.outcome import AttemptResult, AttemptStatus
 from launcher.spec.health import HealthSpec
@@ -57,6 +51,7 @@ from worker.wire.protocol import (
     Output,
     Progress,
     SignalTasks,
+    StacksDumped,
     Started,
     TaskReport,
     Terminate,
@@ -67,8 +62,9 @@ Emit = Callable[[Event], None]
 
 #: task_progress events are written at most this often per task (every step still counts).
 PROGRESS_EVENT_INTERVAL_S = 1.0
-#: How long the tasks' stack dumps get to reach the logs before a hung attempt is killed.
-STACK_DUMP_WAIT_S = 1.0
+#: The longest wait for the agents to say their tasks' stack dumps are written (each says so as
+#: soon as they are, :mod:`worker.agent.stack_dumps`) before a hung attempt is killed.
+STACK_DUMP_WAIT_S = 5.0
 #: Longest sleep of the loop when nothing is due (it wakes at once for any message).
 IDLE_WAKE_S = 1.0
 
@@ -101,6 +97,7 @@ class AttemptRunner:
         self.health = HealthMonitor(health, self.started_at)
         self.next_ping = self.started_at
         self.spares_rss: dict[str, int] = {}  # memory of each host's warm spares, bytes
+        self.dumping: set[str] = set()  # hosts whose tasks' stack dumps are not written yet
         self.stops = StopStep(lock_step_hosts(launch_plan.tasks), agents.send, console.say)
         agents.route_output(self._on_output)
 
@@ -199,6 +196,10 @@ class AttemptRunner:
             self.spares_rss[host] = message.spares_rss_bytes
         elif isinstance(message, Terminated):
             self.agents.confirmed(host)
+        elif isinstance(message, StacksDumped):
+            self.dumping.discard(host)
+            for task in message.unfinished:
+                self.warn(f"{task} did not finish writing its stacks (see its log)")
         elif isinstance(message, AgentError):
             self.console.error(self.redact(f"agent on {host}: {message.message}"))
 
@@ -270,8 +271,7 @@ class AttemptRunner:
         self.health.progress(message.task, message.step, received_at)
         if event is not None:  # the first, at most one a second, and the last (at its exit)
             self.emit(event)
-        # MWMS tasks run in lock-step: tasks that begin at different steps restored different
-        # checkpoints, and the collectives will fail
+        # lock-step tasks begun at different steps restored different checkpoints: collectives fail
         if first and (firsts := self.tasks.start_steps()) is not None:
             self.failures.start_steps_differ(firsts, received_at)
             self._stop("tasks started from different steps")
@@ -335,10 +335,11 @@ class AttemptRunner:
             self.failures.write_off(issue.task, issue.host, issue.kind, issue.since, issue.message)
 
     def _dump_stacks(self) -> None:
-        """Ask every task for its Python stacks (into its log) before the attempt is killed."""
+        """Ask every task for its Python stacks (into its log), and wait until they are written
+        before the attempt is killed."""
         self.console.warn("asking every task for its Python stacks (see the task logs)")
-        self.agents.send_all(DumpStacks())
-        self._loop(lambda: True, deadline=self.clock() + STACK_DUMP_WAIT_S)
+        self.dumping = self.agents.send_all(DumpStacks())
+        self._loop(lambda: bool(self.dumping), deadline=self.clock() + STACK_DUMP_WAIT_S)
 
     # --- stop --------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ REMOTE_LOOK_EVERY_S = 2.0
 class FirstCheckpointWatch:
     """Tells the agents (``send_all``) to fill their spares at the attempt's first checkpoint."""
 
-    def __init__(self, send_all: Callable[[Message], None], chief_files: ChiefFiles,
+    def __init__(self, send_all: Callable[[Message], object], chief_files: ChiefFiles,
                  fill_delay_s: float) -> None:
         self._send_all = send_all
         self._chief_files = chief_files
@@ -78,7 +78,7 @@ class FirstCheckpointWatch:
         return None if found is None else found.prefix
 
 
-def first_checkpoint_watch(spec: ClusterSpec, send_all: Callable[[Message], None],
+def first_checkpoint_watch(spec: ClusterSpec, send_all: Callable[[Message], object],
                            chief_files: ChiefFiles) -> FirstCheckpointWatch | None:
     """The watch for a job with warm spares (None without them)."""
     if not spec.restart.warm_spares:

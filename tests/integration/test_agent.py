@@ -27,6 +27,7 @@ from worker.wire.protocol import (
     Launch,
     Output,
     SignalTasks,
+    StacksDumped,
     Started,
     TaskReport,
     Terminate,
@@ -74,7 +75,7 @@ def test_signal_command_reaches_only_the_named_task(tmp_path: Path) -> None:
         assert (exited.task, exited.signal) == ("worker:1", "SIGUSR2")
 
 
-def test_dump_stacks_writes_python_stacks_to_the_task_stderr(tmp_path: Path) -> None:
+def test_dump_stacks_writes_python_stacks_to_the_task_stderr_then_says_so(tmp_path: Path) -> None:
     code = ("import time\ndef waiting_here():\n    print('up', flush=True)\n    time.sleep(600)\n"
             "waiting_here()\n")
     launch = Launch(job="t", attempt=0, tasks=[script_task(tmp_path, "worker:0", code)])
@@ -83,12 +84,44 @@ def test_dump_stacks_writes_python_stacks_to_the_task_stderr(tmp_path: Path) -> 
         a.next_of(TaskReport)  # "ready": the stack-dump handler is installed
         a.next_of(Output)  # "up": inside waiting_here
         a.send(DumpStacks())
-        lines: list[str] = []
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not any("waiting_here" in x for x in lines):
-            lines.append(a.next_of(Output, timeout=deadline - time.monotonic()).line)
+        assert a.next_of(StacksDumped, timeout=10).unfinished == []
+        lines = dump_lines(a, "waiting_here")
         assert any("most recent call first" in x for x in lines)
-        assert any("waiting_here" in x for x in lines)
+
+
+def test_a_dump_held_up_by_the_task_is_awaited_before_it_is_said_written(tmp_path: Path) -> None:
+    # the task blocks the dump signal for 0.5 s of its own (a thread inside a section that blocks
+    # signals; a loaded machine): the dump is written only then, and "written" comes after it
+    code = ("import signal, time\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+            "print('up', flush=True)\n"
+            "while signal.SIGUSR1 not in signal.sigpending():\n    time.sleep(0.01)\n"
+            "time.sleep(0.5)\ndef dumping_here():\n"
+            "    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})\n"
+            "    time.sleep(600)\ndumping_here()\n")
+    launch = Launch(job="t", attempt=0, tasks=[script_task(tmp_path, "worker:0", code)])
+    with agent(launch) as a:
+        a.next_of(Started)
+        a.next_of(Output)  # "up": the signal is blocked from here on
+        asked = time.monotonic()
+        a.send(DumpStacks())
+        assert a.next_of(StacksDumped, timeout=10).unfinished == []
+        assert time.monotonic() - asked >= 0.5
+        assert any("most recent call first" in x for x in dump_lines(a, "dumping_here"))
+
+
+def dump_lines(a: AgentUnderTest, frame: str) -> list[str]:
+    """The task output seen up to the dump's line of ``frame`` (it may follow the answer: the
+    agent answers once the dump is done, maybe before it has read all of it)."""
+    deadline = time.monotonic() + 10
+    lines = outputs(a)
+    while not any(frame in line for line in lines):
+        a.next_of(Output, timeout=deadline - time.monotonic())
+        lines = outputs(a)
+    return lines
+
+
+def outputs(a: AgentUnderTest) -> list[str]:
+    return [m.line for _, m in a.seen if isinstance(m, Output)]
 
 
 def test_terminate_kills_a_task_that_ignores_sigterm_after_the_grace(tmp_path: Path) -> None:

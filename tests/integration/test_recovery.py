@@ -144,6 +144,27 @@ def test_a_stopped_worker_is_detected_as_hung_and_its_stacks_are_logged(tmp_path
     assert read_events(run_dir)[-1]["event"] == "job_succeeded"
 
 
+def test_a_hung_task_whose_stack_dump_is_slow_is_killed_only_once_the_dump_is_written(
+        tmp_path: Path) -> None:
+    # worker:1 hangs with the dump signal blocked and serves it 2 s after it arrives (a dump that
+    # a loaded machine makes slow): the attempt is not killed in the middle of it, or before it
+    argv, run_dir = start(tmp_path, job_spec(
+        tmp_path, "slowdump", ["--steps", "100", "--step-time", "0.02", "--fail-task", "worker:1",
+                               "--fail-at-step", "15", "--fail-mode", "hang-slow-dump:2",
+                               "--fail-attempts", "0"],
+        health={"hang_timeout_s": 1.0, "grace_period_s": 2}))
+    with running(argv, run_dir, tmp_path) as job:
+        failed = job.wait_event(by("task_failed", attempt=0), timeout=15)
+        stopping = job.wait_event(by("job_stopping", attempt=0), timeout=15)
+        assert job.wait() == 0, job.stderr
+        assert wait_until_gone(job.mark, 5) == []
+    assert (failed["task"], failed["kind"]) == ("worker:1", "hung")
+    log = (run_dir / "attempt-0" / "worker-1.log").read_text()
+    assert "most recent call first" in log and " in fail\n" in log and " in main\n" in log, log
+    assert stopping["ts"] - failed["ts"] >= 2.0  # the stop waited for the dump
+    assert "did not finish writing its stacks" not in job.stderr
+
+
 def test_a_corrupted_latest_checkpoint_falls_back_to_the_one_before(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     argv, run_dir = start(tmp_path, job_spec(tmp_path, "corrupt", TRAIN_SLOWER))

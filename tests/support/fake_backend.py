@@ -44,6 +44,7 @@ from worker.wire.protocol import (
     Output,
     Progress,
     SignalTasks,
+    StacksDumped,
     Started,
     Terminate,
     Terminated,
@@ -223,8 +224,9 @@ class FakeAgent:
                 self.sink(AgentMessage(self.host, Terminated(ts=now), now))
         elif isinstance(message, SignalTasks) and message.task in self.alive:
             self._exit_now(message.task, signal.Signals[message.signal])
-        elif isinstance(message, DumpStacks):
-            pass  # recorded above: tests assert it was sent before the Terminate
+        elif isinstance(message, DumpStacks):  # recorded above: sent before the Terminate
+            now = self.world.clock.now
+            self.sink(AgentMessage(self.host, StacksDumped(), now))
 
     def close_input(self) -> None:
         if self.closed:

@@ -26,6 +26,7 @@ import time
 
 import worker
 from worker import reporting
+from worker.wire.signals import STACK_DUMP_SIGNAL as SLOW_DUMP_SIGNAL
 
 GRPC_BIND_ERROR = (
     "tensorflow.python.framework.errors_impl.UnknownError: Could not start gRPC server"
@@ -43,7 +44,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--fail-at-step", type=int, default=0)
     parser.add_argument("--fail-mode", default="exit:1",
                         help="exit:N | signal:NAME | raise | hang | grpc-bind | preempt "
-                        "(the chief saves a checkpoint at this step, every task exits 143)")
+                        "(the chief saves a checkpoint at this step, every task exits 143) | "
+                        "hang-slow-dump:S (a hang whose stack dump is written S seconds after it "
+                        "is asked for, as on a loaded machine)")
     parser.add_argument("--fail-attempts", default="",
                         help="comma-separated attempts on which to fail (default: every one)")
     parser.add_argument("--spawn-child", action="store_true", help="start a sleeping child")
@@ -152,11 +155,20 @@ def fail(mode: str) -> None:
     if kind == "hang":
         while True:
             time.sleep(3600)
+    if kind == "hang-slow-dump":  # SLOW_DUMP_SIGNAL is blocked in every thread since main()
+        while SLOW_DUMP_SIGNAL not in signal.sigpending():
+            time.sleep(0.01)
+        time.sleep(float(arg))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {SLOW_DUMP_SIGNAL})  # the dump is written now
+        while True:
+            time.sleep(3600)
     raise SystemExit(f"unknown fail mode {mode!r}")
 
 
 def main() -> None:
     args = parse()
+    if args.fail_mode.startswith("hang-slow-dump:"):  # before any thread starts: all inherit it
+        signal.pthread_sigmask(signal.SIG_BLOCK, {SLOW_DUMP_SIGNAL})
     ctx = worker.context()
     if args.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

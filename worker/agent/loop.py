@@ -10,9 +10,10 @@ loop (a selector, no polling) over:
 - the tasks' stdout / stderr / report pipes: one bounded read per pipe and turn, relayed as
   ``output`` / ``progress`` / ``report`` within each stream's budget (:mod:`worker.agent.task_process`);
 - ``SIGCHLD`` (through the signal wakeup fd): exits are reaped and reported the moment they happen;
-- stdin: the coordinator's commands (``ping`` / ``pause``: :mod:`worker.agent.coordinator_silence`),
-  and EOF, which means the coordinator is gone (it died or the SSH connection dropped): every
-  task's whole tree is killed (:mod:`worker.agent.teardown`) and the agent exits;
+- stdin: the coordinator's commands (``ping`` / ``pause``: :mod:`worker.agent.coordinator_silence`;
+  ``dump_stacks``: :mod:`worker.agent.stack_dumps`), and EOF, which means the coordinator is gone
+  (it died or the SSH connection dropped): every task's whole tree is killed
+  (:mod:`worker.agent.teardown`) and the agent exits;
 - between attempts, the next ``launch``: an attempt ends with a ``terminate``, which the agent
   confirms with ``terminated`` once every task tree is gone; the coordinator sends the next launch
   only after that, so every message of one attempt comes before any of the next;
@@ -20,7 +21,7 @@ loop (a selector, no polling) over:
 
 Nothing holds the loop up (a task flooding its output, a coordinator that stops reading), nothing
 a task writes can raise out of it, only processes provably this agent's are ever signalled
-(:mod:`worker.agent.process_tree`). Protocol messages go to the original stdout; fd 1 is stderr.
+(:mod:`worker.agent.process_tree`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from worker.agent.outbox import Outbox
 from worker.agent.single_tasks import SingleStops
 from worker.agent.spares.pool import SELECTOR_DATA
 from worker.agent.spares.warm_starts import WarmStarts
+from worker.agent.stack_dumps import StackDumps
 from worker.agent.task_process import MAX_AGENT_ERROR_CHARS, SpawnError, TaskProcess
 from worker.agent.task_signals import tell_tasks
 from worker.agent.task_starts import TaskStarts
@@ -99,12 +101,9 @@ class Agent:
         self.teardown = Teardown(self.tasks, kept=self.warm.pool.pids)
         self.stops = SingleStops()  # tasks stopped alone (StopTask)
         self.oom = OomWatch()
+        self.dumps = StackDumps()  # asked for before a hung attempt is killed
         self.next_heartbeat = self.next_record = 0.0
         self.silence = CoordinatorSilence(time.monotonic(), note)
-
-    @property
-    def interval(self) -> float:
-        return self.launch.heartbeat_interval_s if self.launch else 1.0
 
     def start_tasks(self, launch: Launch) -> None:
         pending = [(TaskProcess(t, launch.task_env(t)), t) for t in launch.tasks]
@@ -264,7 +263,9 @@ class Agent:
             self.restart_task(command.task)
         elif isinstance(command, FillSpares):
             self.warm.fill_now(command.why)
-        elif isinstance(command, SignalTasks | DumpStacks | StopAt):
+        elif isinstance(command, DumpStacks):
+            self.dumps.begin(self.tasks.values(), time.monotonic())
+        elif isinstance(command, SignalTasks | StopAt):
             if (bad := tell_tasks(self.tasks.values(), command)) is not None:
                 self.outbox.put(AgentError(message=bad))
         else:
@@ -300,14 +301,17 @@ class Agent:
             note(f"no word from the coordinator for {silence:g}s; stopping every task")
             self.selector.unregister(self.commands_fd)
             self._coordinator_lost()
+        if (dumped := self.dumps.step(now)) is not None:
+            self.outbox.put(dumped)
         if self.teardown.step(now):
             self.outbox.put(Terminated(ts=time.time()))
         idle = not self.teardown.started or self.teardown.all_gone
+        interval = self.launch.heartbeat_interval_s if self.launch else 1.0
         if idle and not self.input_closed and now >= self.next_heartbeat:
-            self.next_heartbeat = now + self.interval
+            self.next_heartbeat = now + interval
             self.outbox.put(self._heartbeat())
         if now >= self.next_record:
-            self.next_record = now + self.interval
+            self.next_record = now + interval
             self.record()
         for name, task in list(self.dropping.items()):
             for notice in task.notices(now):
@@ -327,6 +331,7 @@ class Agent:
         wake = min(wake, self.next_record, *(d for t in self.dropping.values()
                                              if (d := t.notice_due_at()) is not None),
                    *(d for d in [self.starts.due_at(now), self.outbox.due_at(), self.stops.wake_at(),
+                                 self.dumps.wake_at(),
                                  self.silence.wake_at(self.launch.coordinator_timeout_s
                                                       if self.launch else None)] if d is not None))
         return max(0.0, wake - now)

@@ -9,7 +9,8 @@ coordinator is gone: the agent kills every task's process tree and exits.
 Agent -> coordinator (the agent's stdout): :class:`Hello` once (with its versions, which the
 coordinator checks first: :mod:`worker.wire.handshake`), then per task :class:`Started`,
 :class:`Output`, :class:`Progress`, :class:`TaskReport`, :class:`Exited`; :class:`Heartbeat` for the
-host; :class:`Terminated` when a terminate request (or EOF) has finished; :class:`AgentError` when
+host; :class:`StacksDumped` when the dumps a :class:`DumpStacks` asked for are written;
+:class:`Terminated` when a terminate request (or EOF) has finished; :class:`AgentError` when
 the agent cannot do something or make sense of what a task sent (it goes on).
 
 Every message is a frozen dataclass; on the wire it is its fields plus ``"type"``. The same code runs
@@ -302,6 +303,14 @@ class Terminated(Message):
 
 
 @dataclass(frozen=True)
+class StacksDumped(Message):
+    """Every task's stack dump is written, but those of ``unfinished`` (given up on)."""
+
+    TYPE: ClassVar[str] = "stacks_dumped"
+    unfinished: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class AgentError(Message):
     TYPE: ClassVar[str] = "agent_error"
     message: str
@@ -315,8 +324,8 @@ COMMANDS: dict[str, type[Message]] = {
 }
 EVENTS: dict[str, type[Message]] = {
     cls.TYPE: cls
-    for cls in (Hello, Started, Output, Progress, TaskReport, Heartbeat, Exited, Terminated,
-                AgentError)
+    for cls in (Hello, Started, Output, Progress, TaskReport, Heartbeat, Exited, StacksDumped,
+                Terminated, AgentError)
 }
 
 
