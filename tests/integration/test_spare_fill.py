@@ -74,6 +74,12 @@ sys.exit(3)
 #: What the spares of the restart test import: slower than any deadline here.
 SLOW_IMPORT = "import time\ntime.sleep(60)\n"
 
+#: Busy for 2.5 s (its start-up: the spares' imports are expected to take about that much), then
+#: idle; on attempt 0 it fails once ``fail`` exists, on attempt 1 it ends at once.
+LONG_START_FAIL_ON_CUE = FAIL_ON_CUE.replace("< 1:", "< 2.5:")
+#: An import that works for 1 s of CPU time: shorter than the task's start-up, and getting the CPU.
+WORKING_IMPORT = "import time\nwhile time.process_time() < 1.0:\n    pass\n"
+
 
 def spec(tmp_path: Path, name: str, script: str, preload: list[str],
          **restart: Any) -> Path:
@@ -194,3 +200,19 @@ def test_the_last_step_reported_reaches_tfcluster_on_exit(tmp_path: Path, code: 
         assert job.wait(60) == code, job.stderr
     steps = [e["step"] for e in job.events() if e["event"] == "task_progress" and e["attempt"] == 0]
     assert steps and max(steps) == 3000 and steps[-1] == 3000, steps
+
+
+def test_a_restart_while_the_spares_import_and_get_the_cpu_waits_for_them(tmp_path: Path) -> None:
+    (tmp_path / "working_spare_mod.py").write_text(WORKING_IMPORT)
+    path = spec(tmp_path, "swait", LONG_START_FAIL_ON_CUE, ["working_spare_mod"])
+    with running(["run", str(path)], tmp_path / "run", tmp_path) as job:
+        wait_until(lambda: bool(spares(job)), 30, "the spare importing (the task settled)")
+        spare = spares(job)[0]
+        wait_until(lambda: sum(spare.cpu_times()[:2]) >= 0.2, 10, "the spare 0.2 s into its import")
+        (tmp_path / "fail").touch()
+        started = job.wait_event(by("task_started", attempt=1, task="worker:0"), timeout=20)
+        assert job.wait(30) == 0, job.stderr
+        # the task waited for the spare, which had less left to import than a cold start
+        assert (started["warm"], started["pid"]) == (True, spare.pid), started
+        assert "waiting up to" in agent_notes(job)
+        assert wait_until_gone(job.mark, timeout=10) == []

@@ -1,9 +1,10 @@
 """When each task of an attempt starts: the agent's one place for that decision.
 
 - every task waits for a start-up slot (:mod:`worker.agent.startup_pacing`), then starts from its
-  warm spare if one is ready (:mod:`worker.agent.spares.warm_starts`; one still importing is killed,
-  never waited for), else cold. A task that starts from its spare frees its slot at once: only a
-  cold start holds one.
+  warm spare if one is ready (:mod:`worker.agent.spares.warm_starts`), else cold; a task whose
+  spare is still importing and getting the CPU is held until the spare is ready (or given up on:
+  :meth:`~worker.agent.spares.warm_starts.WarmStarts.hold_until`). A task that starts from its
+  spare, or is held, frees its slot at once: only a cold start holds one.
 
 The agent starts what :meth:`TaskStarts.due` gives it, tells :meth:`TaskStarts.started` how each
 start went, and :meth:`TaskStarts.settled` when a task wrote something or exited.
@@ -26,16 +27,18 @@ class TaskStarts:
     def __init__(self, warm: WarmStarts) -> None:
         self.warm = warm
         self.pacer: StartupPacer[Pending] = StartupPacer(None)
+        self.held: dict[str, Pending] = {}  # due, waiting for their spares
 
     @property
     def waiting(self) -> bool:
         """Whether a task of this attempt has yet to start."""
-        return bool(self.pacer.waiting)
+        return bool(self.pacer.waiting or self.held)
 
     def attempt(self, launch: Launch, tasks: list[tuple[TaskProcess, TaskLaunch]]) -> None:
         """The tasks of a new attempt, in launch order (the last attempt's are forgotten)."""
         self.warm.attempt_started(launch)
         self.pacer.clear()
+        self.held.clear()
         self.pacer.slots = slots_for(launch.startup_concurrency)
         for task, task_launch in tasks:
             self.pacer.queue(task.task, (task, launch, task_launch))
@@ -47,7 +50,17 @@ class TaskStarts:
 
     def due(self, now: float) -> list[Pending]:
         """The tasks to start now, in order."""
-        return [pending for _, pending in self.pacer.admit(now)]
+        ready = [pending for name, pending in list(self.held.items())
+                 if self.warm.hold_until(name, now) is None]
+        for task, _, _ in ready:
+            del self.held[task.task]
+        for name, pending in self.pacer.admit(now):
+            if self.warm.hold_until(name, now) is None:
+                ready.append(pending)
+            else:
+                self.held[name] = pending
+                self.pacer.started(name, None)  # holds no slot, as a warm start
+        return ready
 
     def started(self, task: TaskProcess, warm: bool) -> None:
         """A task :meth:`due` gave has been started (from a spare if ``warm``), or failed to start
@@ -67,4 +80,5 @@ class TaskStarts:
         """The attempt is being torn down: the tasks not started yet never start, and spares
         still importing are killed."""
         self.pacer.clear()
+        self.held.clear()
         self.warm.attempt_ending()

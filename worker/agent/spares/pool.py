@@ -10,7 +10,8 @@ The agent drives a :class:`SparePool` from its one thread and its selector:
    :data:`SELECTOR_DATA`, and :meth:`SparePool.on_readable` is called when it is readable;
 2. at the next launch, per task, :meth:`SparePool.take`: a ready spare that fits the launch, or
    :class:`NoSpare` saying why not (none, died, failed its import, not ready yet, the launch's
-   import-time env or interpreter differs: a spare that does not fit is killed);
+   import-time env or interpreter differs: a spare that does not fit is killed); whether to wait
+   for one still importing is :mod:`worker.agent.spares.readiness`';
 3. :meth:`SparePool.launch` hands it the launch; the result is a task process like any other
    (:class:`~worker.agent.spares.process.LaunchedSpare`). :class:`SpareLaunchError` means start it cold;
 4. every pid the agent reaps that is not a task goes to :meth:`SparePool.reaped`; the agent's
@@ -19,8 +20,7 @@ The agent drives a :class:`SparePool` from its one thread and its selector:
 What a spare fixed as it started, its launch must agree with: the interpreter (``argv[0]``, and
 ``PATH`` among the import-time variables), the cwd (``sys.path[0]``, relative ``PYTHONPATH``
 entries), the entrypoint's ``sys.path[0]`` and every import-time variable
-(:mod:`worker.agent.spares.import_env`). Anything else (TF_CONFIG, argv, other variables) comes with the
-launch.
+(:mod:`worker.agent.spares.import_env`). The rest (TF_CONFIG, argv, other variables) is launched.
 """
 
 from __future__ import annotations
@@ -134,6 +134,11 @@ class SparePool:
         """The spare of each task that has one (starting, ready or failed)."""
         return dict(self._spares)
 
+    @property
+    def expected_import_s(self) -> float | None:
+        """The CPU time a spare's imports are expected to take (None: nothing says yet)."""
+        return self._import_cpu_s or self.import_hint_s
+
     # --- starting spares ----------------------------------------------------------------------
 
     def fill(self, tasks: Iterable[TaskLaunch], preload: Sequence[str]) -> list[SpareEvent]:
@@ -210,10 +215,10 @@ class SparePool:
 
     # --- using spares -------------------------------------------------------------------------
 
-    def take(self, task: TaskLaunch) -> Spare | NoSpare:
+    def take(self, task: TaskLaunch, wait: bool = True) -> Spare | NoSpare:
         """The ready spare of ``task`` if it fits the launch ``task`` (its ``env`` the whole
         overlay, as for :meth:`fill`), for :meth:`launch`; else :class:`NoSpare` saying why, and
-        the spare, if any, is killed. Never blocks."""
+        the spare, if any, is killed. Blocks only for a spare :meth:`nearly_ready` (``wait``)."""
         self._collect()
         spare = self._spares.pop(task.task, None)
         fit = self._fits.pop(task.task, None)
@@ -221,8 +226,9 @@ class SparePool:
             return NoSpare(task.task, self._why_none.get(task.task, "no spare was started for it"))
         if spare.channel_fd is not None:
             spare.read_channel()  # news it sent since the last turn of the loop
-        if spare.state is SpareState.STARTING and (wait := self.nearly_ready(spare)) is not None:
-            spare.wait_ready(wait)
+        if wait and spare.state is SpareState.STARTING and \
+                (nearly := self.nearly_ready(spare)) is not None:
+            spare.wait_ready(nearly)
         if spare.state is SpareState.READY:
             self._import_cpu_s = spare.import_cpu_s or self._import_cpu_s
         if spare.state is SpareState.READY and not spare.alive():
@@ -251,7 +257,7 @@ class SparePool:
         :data:`NEARLY_READY_SHARE` of its expected import left, in CPU time: a spare filled while
         training kept the cores busy has had little of them, however long ago it started);
         None when it is not, or when nothing says how long its imports take."""
-        expected = self._import_cpu_s or self.import_hint_s
+        expected = self.expected_import_s
         if expected is None or spare.state is not SpareState.STARTING:
             return None
         used = spare.cpu_s()
@@ -324,12 +330,8 @@ class SparePool:
 
     def usage(self) -> dict[str, int]:
         """The resident memory of each task's spare now, in bytes."""
-        found: dict[str, int] = {}
-        for task, spare in self._spares.items():
-            rss = spare.rss_now()
-            if rss is not None:
-                found[task] = rss
-        return found
+        return {task: rss for task, spare in self._spares.items()
+                if (rss := spare.rss_now()) is not None}
 
     def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> list[int]:
         """Kill every spare not launched, wait up to ``timeout_s`` for each to end and reap it,

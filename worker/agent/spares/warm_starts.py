@@ -13,10 +13,12 @@ imports do not compete with the tasks' own start-up for the CPU, whichever comes
 - or, the last resort, a delay after the attempt started (``Launch.spare_fill_delay_s``,
   ``restart.spare_fill_delay_s`` in the spec).
 
-A spare still importing when its attempt is torn down is killed (it would compete with the cold
-start for the CPU) and the task starts cold at once, saying why (``Started.cold_reason``), as does
-any task that finds no fitting spare; unless it is nearly done (half its expected import or less
-left: :meth:`SparePool.nearly_ready`), when the task waits for it, which beats importing again.
+A spare still importing when its attempt is torn down is kept if it is getting the CPU and
+something says how long imports take (:mod:`worker.agent.spares.readiness`): it has less left to
+do than a cold start, so its task waits for it (:meth:`WarmStarts.hold_until`: until it is ready,
+or its expected rest has passed, when it is killed and the task starts cold). Any other spare still
+importing is killed then (it would compete with the cold start for the CPU), and the task starts
+cold at once, saying why (``Started.cold_reason``), as does any task that finds no fitting spare.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import time
 from worker.agent.notes import note
 from worker.agent.spares.pool import Spare, SpareEvent, SpareLaunchError, SparePool
 from worker.agent.spares.process import SpareState
+from worker.agent.spares.readiness import Readiness
 from worker.agent.spares.training_seen import StartupWatch
 from worker.agent.task_process import TaskProcess
 from worker.wire.protocol import Launch, TaskLaunch
@@ -45,6 +48,9 @@ class WarmStarts:
         self._watch = StartupWatch()
         self._tasks: dict[str, TaskProcess] = {}  # the attempt's tasks started so far
         self._started_at = time.monotonic()  # the attempt's
+        self._readiness = Readiness()
+        self._holds: dict[str, float] = {}  # task -> until when it waits for its spare
+        self._given_up: set[str] = set()  # tasks whose hold ran out: their spare is not waited for
 
     def start(self, task: TaskProcess, launch: Launch, task_launch: TaskLaunch
               ) -> tuple[bool, str | None]:
@@ -63,7 +69,8 @@ class WarmStarts:
                 self._watch.started(task.task, task.pid, time.monotonic())
 
     def _start(self, task: TaskProcess, whole: TaskLaunch) -> tuple[bool, str | None]:
-        got = self.pool.take(whole)
+        got = self.pool.take(whole, wait=whole.task not in self._given_up)
+        self._given_up.discard(whole.task)
         if isinstance(got, Spare):
             try:
                 launched = self.pool.launch(got, whole)
@@ -86,19 +93,50 @@ class WarmStarts:
             time.monotonic() + launch.spare_fill_delay_s
 
     def attempt_ending(self) -> None:
-        """The attempt is being torn down: a spare still importing is killed now (the next
-        attempt's tasks would not wait for it, and it would compete with their cold start)."""
+        """The attempt is being torn down: a spare still importing is killed now unless the next
+        attempt's task will wait for it (see the module doc); else it would compete with the
+        task's cold start."""
         launch = self._launch
+        self._holds.clear()
         if launch is None or launch.preload is None:
             return
         for task in launch.tasks:
             spare = self.pool.spares.get(task.task)
             if spare is not None and spare.state is SpareState.STARTING \
-                    and self.pool.nearly_ready(spare) is None:
+                    and self.pool.nearly_ready(spare) is None \
+                    and self._ready_in(spare, time.monotonic()) is None:
                 got = self.pool.take(dataclasses.replace(task, env=launch.task_env(task)))
                 if not isinstance(got, Spare):
                     self._failed[task.task] = got.reason
                     note(f"spare {task.task}: {got.reason}")
+
+    def hold_until(self, name: str, now: float) -> float | None:
+        """Until when the task ``name``, due to start, waits for its spare (still importing,
+        getting the CPU, see the module doc); None: start it now (its spare is ready, or
+        none is worth waiting for any longer)."""
+        spare = self.pool.spares.get(name)
+        if self._launch is None or self._launch.preload is None or spare is None \
+                or spare.state is not SpareState.STARTING:
+            self._holds.pop(name, None)
+            return None
+        if (until := self._holds.get(name)) is None:
+            if self.pool.nearly_ready(spare) is not None:  # take() waits for it at once
+                return None
+            wait = self._ready_in(spare, now)
+            if wait is None:
+                return None
+            until = self._holds[name] = now + wait
+            note(f"spare {name}: waiting up to {wait:.1f}s for spare {spare.pid}, still importing")
+        elif now >= until or not self._readiness.working(spare, now):
+            del self._holds[name]
+            self._given_up.add(name)
+            return None
+        return until
+
+    def _ready_in(self, spare: Spare, now: float) -> float | None:
+        importing = [s for s in self.pool.spares.values() if s.state is SpareState.STARTING]
+        self._readiness.forget({s.pid for s in importing})
+        return self._readiness.ready_in(spare, self.pool.expected_import_s, len(importing), now)
 
     def first_step(self) -> None:
         """A task of this attempt reported its first step: time to fill the pool."""
@@ -112,9 +150,12 @@ class WarmStarts:
             self._fill_at = time.monotonic()
 
     def due_at(self) -> float | None:
-        if self._fill_at is None:
-            return None
-        return min(self._fill_at, self._watch.next_at or self._fill_at)
+        """When to fill the pool, or the earliest end of a hold (a spare's ``ready`` wakes the
+        agent before: it is readable on the spare's channel)."""
+        times = list(self._holds.values())
+        if self._fill_at is not None:
+            times.append(min(self._fill_at, self._watch.next_at or self._fill_at))
+        return min(times, default=None)
 
     def tick(self, now: float) -> None:
         launch = self._launch
