@@ -5,7 +5,7 @@ A private dockerd (:mod:`tests.docker.engine`) builds the worker image the READM
 the one built from the same inputs; three containers on a 198.18.0.0/15 bridge run
 ``cluster_specs/docker-3hosts.yaml``'s digits job over SSH from this host, their host keys pinned
 through ``docker exec``. The uninterrupted run's weights are the reference: a run whose worker:1
-task is killed in its container, and one whose node is frozen (``docker pause``, a silent host),
+task is killed in its container and whose node is then frozen (``docker pause``, a silent host)
 must end with the very same weights. Every README block marked for the tests is run as written,
 in a directory laid out as the repository is.
 """
@@ -43,6 +43,8 @@ IMAGE = "tfcluster-worker"
 BASE = "tfcluster-base:bookworm"
 NODES = ("node-a", "node-b", "node-c")
 FAULT_AT_STEP = 100
+#: The second fault's step, in the attempt after the first (which resumed from step 100).
+PAUSE_AT_STEP = 180
 RUN_TIMEOUT_S = 400
 
 
@@ -184,42 +186,37 @@ def test_the_digits_job_runs_over_ssh_on_the_three_containers(reference: Finishe
     reference.final_hash()
 
 
-def wait_for_step(cluster: Cluster, process: subprocess.Popen[str], run_dir: Path) -> None:
+def wait_for_step(cluster: Cluster, process: subprocess.Popen[str], run_dir: Path, step: int,
+                  attempt: int) -> None:
     def reached() -> bool:
         return process.poll() is not None or any(
-            e["event"] == "task_progress" and e["step"] >= FAULT_AT_STEP
+            e["event"] == "task_progress" and e["attempt"] == attempt and e["step"] >= step
             for e in read_events(run_dir))
-    wait_until(reached, timeout=RUN_TIMEOUT_S, what=f"step {FAULT_AT_STEP}", poll_s=0.2)
-    assert process.poll() is None, "the job ended before the fault"
+    wait_until(reached, timeout=RUN_TIMEOUT_S, what=f"step {step} of attempt {attempt}",
+               poll_s=0.2)
+    assert process.poll() is None, f"the job ended before step {step} of attempt {attempt}"
 
 
-def test_a_task_killed_in_its_container_restarts_the_job_to_the_same_weights(
+def test_a_task_killed_then_a_node_paused_and_the_job_ends_with_the_same_weights(
         cluster: Cluster, reference: Finished) -> None:
+    """One run, two faults: worker:1 killed in its container (the job restarts from the chief's
+    checkpoint), then its node frozen (a silent host: noticed by its missing heartbeats, the
+    restart waits for it to come back); the weights are the uninterrupted run's."""
     process, run_dir = cluster.start_run()
-    wait_for_step(cluster, process, run_dir)
+    wait_for_step(cluster, process, run_dir, FAULT_AT_STEP, attempt=0)
     cluster.sh("kill")
-    killed = cluster.finish(process, run_dir)
-    assert killed.exit_code == 0, killed.stderr[-3000:]
-    failed = [e for e in killed.events if e["event"] == "task_failed"]
-    assert failed and failed[0]["task"] == "worker:1" and failed[0]["attempt"] == 0, failed
-    assert killed.last_attempt() >= 1
-    assert killed.final_hash() == reference.final_hash()
-
-
-def test_a_paused_container_is_a_silent_host_and_the_job_ends_with_the_same_weights(
-        cluster: Cluster, reference: Finished) -> None:
-    process, run_dir = cluster.start_run()
-    wait_for_step(cluster, process, run_dir)
+    wait_for_step(cluster, process, run_dir, PAUSE_AT_STEP, attempt=1)
     cluster.sh("pause")
     try:
         wait_until(lambda: process.poll() is not None or any(
-            e["event"] in ("task_failed", "job_restarting") for e in read_events(run_dir)),
+            e["event"] == "task_failed" and e["attempt"] == 1 for e in read_events(run_dir)),
             timeout=120, what="the paused node noticed", poll_s=0.2)
     finally:
         cluster.sh("unpause")
-    paused = cluster.finish(process, run_dir)
-    assert paused.exit_code == 0, paused.stderr[-3000:]
-    failed = [e for e in paused.events if e["event"] == "task_failed"]
-    assert failed and failed[0]["attempt"] == 0, failed
-    assert paused.last_attempt() >= 1
-    assert paused.final_hash() == reference.final_hash()
+    done = cluster.finish(process, run_dir)
+    assert done.exit_code == 0, done.stderr[-3000:]
+    failed = [e for e in done.events if e["event"] == "task_failed"]
+    assert failed and (failed[0]["task"], failed[0]["attempt"]) == ("worker:1", 0), failed
+    assert any(e["attempt"] == 1 for e in failed), failed
+    assert done.last_attempt() >= 2
+    assert done.final_hash() == reference.final_hash()
