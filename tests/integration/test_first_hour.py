@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.jobs import FAKE_TRAINER, by, fake_spec, running, signal_tfcluster, write_spec
+from tests.support.jobs import FAKE_TRAINER, Job, by, fake_spec, running, signal_tfcluster, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -25,6 +25,13 @@ def tfcluster(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def said(stderr: str, text: str) -> list[str]:
     return [line for line in stderr.splitlines() if text in line]
+
+
+def every_task_trains(job: Job) -> None:
+    """Both tasks past their start-up (their SIGTERM handler is set): a Ctrl-C earlier finds a
+    task still starting, which exits without saving, as it should."""
+    for task in ("worker:0", "worker:1"):
+        job.wait_event(by("task_progress", task=task), timeout=30)
 
 
 def test_local_without_flags_says_restarts_are_off_and_keeps_checkpoints_in_the_run_dir(
@@ -100,7 +107,7 @@ def test_ctrl_c_after_every_task_saved_is_a_stop_with_the_step_and_resume(tmp_pa
     run_dir = tmp_path / "run"
     with running(["local", "-n", "2", "--", sys.executable, str(FAKE_TRAINER), "--steps",
                   "100000", "--step-time", "0.01", "--save-on-term"], run_dir, tmp_path) as job:
-        job.wait_event(by("task_progress"), timeout=30)
+        every_task_trains(job)
         signal_tfcluster(job, signal.SIGINT)
         assert job.wait(60) == 130, job.stderr
     saved = sorted((run_dir / "checkpoints").glob("ckpt-*.index"))
@@ -129,7 +136,7 @@ def test_resume_checks_this_machine_first_and_starts_nothing(tmp_path: Path) -> 
     run_dir = tmp_path / "run"
     with running(["local", "-n", "2", "--", "python3", str(script), "--steps", "100000",
                   "--step-time", "0.01", "--save-on-term"], run_dir, tmp_path) as job:
-        job.wait_event(by("task_progress"), timeout=30)
+        every_task_trains(job)
         signal_tfcluster(job, signal.SIGINT)
         assert job.wait(60) == 130, job.stderr
     saved = sorted((run_dir / "checkpoints").iterdir())
@@ -151,7 +158,7 @@ def test_task_lines_and_tfclusters_keep_their_order_in_one_file(tmp_path: Path) 
     with running(["local", "-n", "2", "--", sys.executable, str(FAKE_TRAINER), "--steps",
                   "100000", "--step-time", "0.01", "--save-on-term"], run_dir, tmp_path,
                  merged=True) as job:
-        job.wait_event(by("task_progress"), timeout=30)
+        every_task_trains(job)
         signal_tfcluster(job, signal.SIGINT)
         assert job.wait(60) == 130, job.stdout
     lines = job.stdout.splitlines()
