@@ -5,7 +5,8 @@
 they import the spec model and the job machinery; :class:`~launcher.backends.local.transport.LocalTransport`
 takes it for the first local agent it needs. An early agent waits on its stdin for its launch: one
 that is never taken (a spec without local tasks, a bad spec) sees EOF when it is discarded, or when
-tfcluster exits, and exits at once, having started nothing.
+tfcluster exits, and exits at once, having started nothing. The probe of this machine starts
+beside it (:mod:`launcher.preflight.early_probe`).
 
 It may be sent the first attempt's launch before anything takes it (:meth:`EarlyAgent.launch`,
 see :mod:`launcher.cli.start`); the transport that takes it then checks that this is the
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from launcher.backends.agent_log import AgentLog
 from launcher.backends.process_exit import wait_exit
+from launcher.preflight.early_probe import EarlyProbe
 from worker.wire.env import without_own
 from worker.wire.module_start import agent_argv
 
@@ -61,6 +63,8 @@ class EarlyAgent:
         self._proc: subprocess.Popen[bytes] | None = None
         with contextlib.suppress(OSError):  # the real start will say what is wrong
             self._proc = agent_popen(agent_argv(python), subprocess.PIPE)
+        #: The probe of this machine, started too (the check before a local run takes it).
+        self.probe = EarlyProbe(python, os.getcwd())
 
     def waiting(self, python: str) -> bool:
         """Whether an agent running ``python`` still waits, untaken and not yet launched."""
@@ -97,7 +101,9 @@ class EarlyAgent:
         return proc
 
     def discard(self) -> None:
-        """End the waiting agent, if nobody took it (it exits on EOF, having started nothing)."""
+        """End the waiting agent, if nobody took it (it exits on EOF, having started nothing),
+        and the probe."""
+        self.probe.discard()
         proc, self._proc = self._proc, None
         if proc is not None:
             end_agent(proc)

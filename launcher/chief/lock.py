@@ -26,11 +26,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Protocol
 
 from launcher.errors import TfclusterError
+from worker.wire.process_identity import ProcStat, read_stat
 from worker.wire.safe_open import UnsafeFileError
 
 #: The lock file's name inside the checkpoint directory (TensorFlow ignores files it did not write).
 LOCK_NAME = ".tfcluster.lock"
-#: Two start times of one pid closer than this are the same process (psutil rounds them).
+#: Two start times of one pid closer than this are the same process (the boot time is whole
+#: seconds).
 START_TIME_TOLERANCE_S = 1.0
 #: How long :func:`held` waits for the heartbeat thread to finish at the end of the run.
 HEARTBEAT_JOIN_S = 5.0
@@ -51,11 +53,10 @@ class HolderRecord:
 
     @classmethod
     def this_process(cls, job: str, run_dir: str) -> HolderRecord:
-        import psutil  # here, not at the top: a run without a checkpoint dir never needs it
-
         pid = os.getpid()
-        return cls(host=socket.gethostname(), pid=pid, started=psutil.Process(pid).create_time(),
-                   job=job, run_dir=run_dir)
+        started = start_time(pid)
+        assert started is not None  # this very process
+        return cls(host=socket.gethostname(), pid=pid, started=started, job=job, run_dir=run_dir)
 
     @classmethod
     def parse(cls, text: str | None) -> HolderRecord | None:
@@ -85,18 +86,32 @@ class HolderRecord:
         return f"job {self.job} (pid {self.pid} on host {self.host}, run dir {self.run_dir})"
 
 
+def start_time(pid: int) -> float | None:
+    """When process ``pid`` started, in epoch seconds, as psutil's ``create_time`` has it (the
+    boot time plus the start in clock ticks: lock files written with either agree); None if
+    there is no such process."""
+    stat = read_stat(pid)
+    return None if stat is None else _started(stat)
+
+
+def _started(stat: ProcStat) -> float:
+    return _boot_time() + stat.start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _boot_time() -> float:
+    with open("/proc/stat", "rb") as handle:
+        for line in handle:
+            if line.startswith(b"btime "):
+                return float(line.split()[1])
+    raise OSError("/proc/stat has no btime")
+
+
 def process_alive(pid: int, started: float) -> bool:
     """Whether the process ``pid`` that started at ``started`` still runs on this machine."""
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        return (abs(proc.create_time() - started) < START_TIME_TOLERANCE_S
-                and proc.status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
+    stat = read_stat(pid)
+    if stat is None:  # gone, or hidden from us (hidepid): then it is taken to be alive
+        return os.path.exists(f"/proc/{pid}")
+    return not stat.zombie and abs(_started(stat) - started) < START_TIME_TOLERANCE_S
 
 
 class CheckpointDirInUse(TfclusterError):

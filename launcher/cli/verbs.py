@@ -208,6 +208,7 @@ def _run_new(spec: ClusterSpec, args: argparse.Namespace, early: EarlyAgent,
     from launcher.cli.start import launch_first
 
     first = launch_first(spec, args, early)
+    early.probe.discard()  # not needed past this machine's check
     from launcher.cli.compose import run_job
 
     return run_job(spec, args, notes=notes, early=early, first=first).exit_code
@@ -221,6 +222,7 @@ def _resume(args: argparse.Namespace, early: EarlyAgent) -> int:
     from launcher.cli.start import check_resumed_hosts
     from launcher.job.resume import open_resume
 
+    early.probe.discard()  # the resumed run's check starts its own
     resumption = open_resume(Path(args.resume), given=_load_for_run(args) if args.spec else None,
                              checkpoint_dir=args.checkpoint_dir, run_dir_flag=args.run_dir)
     for note in resumption.notes:

@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from launcher.preflight.gpus import check_gpus
-from launcher.preflight.probe import MIN_PYTHON, PROBE_TAG, HostWork
+from launcher.preflight.probe import HostWork
+from launcher.preflight.probe_code import MIN_PYTHON, PROBE_TAG
 from launcher.preflight.report import HostReport
 from worker.wire.version import TFCLUSTER_VERSION
 

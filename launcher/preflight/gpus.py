@@ -9,10 +9,11 @@ fewer GPUs than its tasks need fails with one line naming host, needed and found
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from launcher.plan.planner import HostPlan
-from launcher.preflight.report import HostReport
+if TYPE_CHECKING:  # not at run time: the early probe imports GPU_PROBE before the rest
+    from launcher.plan.planner import HostPlan
+    from launcher.preflight.report import HostReport
 
 #: Runs inside the probe (any Python 3), after ``out`` exists and before it is printed.
 GPU_PROBE = r"""

@@ -103,7 +103,7 @@ def probe_answer(python: str, pythonpath: Path | None) -> dict[str, object]:
     import os
     import subprocess
 
-    from launcher.preflight.probe import PROBE, PROBE_TAG
+    from launcher.preflight.probe_code import PROBE, PROBE_TAG
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if pythonpath is not None:

@@ -80,7 +80,9 @@ class LocalBackend:
         this machine's hosts as child processes."""
         from launcher.backends.local.probe import LocalProbeRunner
 
-        return LocalProbeRunner(self.options.connect_timeout_s)
+        early = self.options.early
+        return LocalProbeRunner(self.options.connect_timeout_s,
+                                early=None if early is None else early.probe)
 
     def plan_lines(self, launch_plan: LaunchPlan) -> list[str]:
         return []

@@ -11,16 +11,23 @@ the checkpoint dir counts as writable when its nearest existing ancestor is a wr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from launcher.backends.agent_command import explain_agent_exit
 from launcher.backends.local.program import ChildProgram
 from launcher.plan.planner import HostPlan
+from launcher.preflight.early_probe import EarlyProbe
 from launcher.preflight.report import HostReport, Layout
 from launcher.preflight.runner import ProbeError, ProbeOutput
+
+#: How long the probe started early (at the lowest priority) may take to answer before the probe
+#: is started anew: it needs milliseconds on a machine that is not busy.
+EARLY_ANSWER_S = 1.0
 
 
 class ChildProbe:
@@ -31,16 +38,38 @@ class ChildProbe:
         self._closed = False
         self._lock = threading.Lock()
 
-    def run(self, argv: Sequence[str], cwd: str | None, timeout_s: float) -> tuple[int, bytes,
-                                                                                  bytes]:
+    def run(self, argv: Sequence[str], cwd: str | None, timeout_s: float,
+            early: EarlyProbe | None = None) -> tuple[int, bytes, bytes]:
         """``(status, stdout, stderr)``; raises OSError when ``argv`` cannot be started and
         :class:`subprocess.TimeoutExpired` when it overran ``timeout_s`` (it is killed then)
-        or was closed before it started."""
+        or was closed before it started. ``early``: a probe already started, which answers
+        instead if it is this command in ``cwd`` and does within :data:`EARLY_ANSWER_S` (it
+        runs at the lowest priority: on a busy machine ``argv`` is started after all)."""
+        deadline = time.monotonic() + timeout_s
+        if early is not None and cwd is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                return self._finish(self._begin(argv, lambda: early.take(argv, cwd)),
+                                    min(timeout_s, EARLY_ANSWER_S))
+        started = self._begin(argv, lambda: subprocess.Popen(
+            list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE))
+        if started is None:
+            raise subprocess.TimeoutExpired(list(argv), 0)
+        return self._finish(started, max(0.0, deadline - time.monotonic()))
+
+    def _begin(self, argv: Sequence[str], start: Callable[[], subprocess.Popen[bytes] | None]
+               ) -> subprocess.Popen[bytes] | None:
         with self._lock:
             if self._closed:
                 raise subprocess.TimeoutExpired(list(argv), 0)
-            self._proc = proc = subprocess.Popen(list(argv), cwd=cwd, stdin=subprocess.DEVNULL,
-                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self._proc = start()
+            return self._proc
+
+    @staticmethod
+    def _finish(proc: subprocess.Popen[bytes] | None, timeout_s: float
+                ) -> tuple[int, bytes, bytes]:
+        if proc is None:  # the early probe is not this one
+            raise subprocess.TimeoutExpired("probe", 0)
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -61,18 +90,20 @@ class ChildProbe:
 class LocalProbeSession:
     """The probe of one host that is this machine."""
 
-    def __init__(self, host: HostPlan, timeout_s: float) -> None:
+    def __init__(self, host: HostPlan, timeout_s: float, early: EarlyProbe | None = None) -> None:
         self.host = host
         self.timeout_s = timeout_s
         self.workdir = host.tasks[0].cwd if host.tasks else os.getcwd()
         self._child = ChildProbe()
+        self._early = early
 
     def run(self, argv: Sequence[str]) -> ProbeOutput:
         python = self.host.python
         if not os.path.isdir(self.workdir):
             raise ProbeError(f"workdir missing: {self.workdir}")
         try:
-            status, stdout, stderr = self._child.run(argv, self.workdir, self.timeout_s)
+            status, stdout, stderr = self._child.run(argv, self.workdir, self.timeout_s,
+                                                     self._early)
         except FileNotFoundError as exc:
             raise ProbeError(f"python not found: {python}") from exc
         except OSError as exc:  # PermissionError, mostly
@@ -103,19 +134,21 @@ class LocalProbeSession:
 
 
 class LocalProbeRunner:
-    """Pre-flight's probe on hosts that are this machine."""
+    """Pre-flight's probe on hosts that are this machine; ``early``: the probe started early
+    (:mod:`launcher.preflight.early_probe`), which a host whose probe it is takes."""
 
     shared_checkpoint_dir = False
     layout: Layout = "table"
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, early: EarlyProbe | None = None) -> None:
         self.timeout_s = timeout_s
+        self.early = early
 
     def describe(self, host: HostPlan) -> str:
         return "local"
 
     def open(self, host: HostPlan, report: HostReport) -> LocalProbeSession:
-        return LocalProbeSession(host, self.timeout_s)
+        return LocalProbeSession(host, self.timeout_s, self.early)
 
 
 def explain_probe_exit(host: HostPlan, output: ProbeOutput) -> ProbeError:

@@ -35,8 +35,10 @@ from launcher.chief.lock import (
     HolderRecord,
     held,
     process_alive,
+    start_time,
 )
 from launcher.chief.remote_lock import ExclusiveLockFile, SftpLockDir, is_stale
+from tests.support.agent_harness import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -317,6 +319,23 @@ def test_process_alive_checks_the_start_time() -> None:
     assert process_alive(os.getpid(), me)
     assert not process_alive(os.getpid(), me - 3600)  # the pid was reused
     assert not process_alive(*dead_process())
+
+
+def test_a_holders_start_time_is_psutils_so_either_reads_the_others_lock_files() -> None:
+    """Read from ``/proc`` (no psutil import before a run starts), it is the value psutil gives:
+    a lock written by an older tfcluster is still recognised, and the other way round."""
+    record = HolderRecord.this_process("digits", "runs/x")
+    assert abs(record.started - psutil.Process(os.getpid()).create_time()) < 0.02
+    assert start_time(dead_process()[0]) is None
+
+
+def test_a_zombie_holds_no_lock() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    started = start_time(proc.pid)
+    assert started is not None and process_alive(proc.pid, started)
+    wait_for(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE, DEADLINE_S)
+    assert not process_alive(proc.pid, started)
+    proc.wait()
 
 
 def test_holder_record_parse_rejects_what_is_not_one() -> None:

@@ -12,7 +12,8 @@ import pytest
 from launcher.backends.local.probe import explain_probe_exit, local_dir_problem
 from launcher.plan.planner import HostPlan, TaskPlan
 from launcher.preflight.answer import parse_answer, read_answer
-from launcher.preflight.probe import PROBE, HostWork, Marker
+from launcher.preflight.probe import HostWork, Marker
+from launcher.preflight.probe_code import PROBE
 from launcher.preflight.report import HostReport, PreflightReport, compare_tensorflow
 from launcher.preflight.runner import ProbeOutput
 from launcher.preflight.view import render_text, report_before_run, report_lines
