@@ -30,13 +30,11 @@ _NO_LIMIT = 1 << 62
 def host_oom_kills(proc: Path = _PROC) -> int | None:
     """How many processes the kernel's OOM killer has killed on this host since boot."""
     try:
-        with open(proc / "vmstat", encoding="ascii") as stats:
-            for line in stats:
-                if line.startswith("oom_kill "):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
+        stats = (proc / "vmstat").read_bytes()
+        start = stats.index(b"\noom_kill ") + len(b"\noom_kill ")
+        return int(stats[start:stats.index(b"\n", start)])
+    except (OSError, ValueError):  # no such file, or no such line
         return None
-    return None
 
 
 def memory_cgroup(pid: int, proc: Path = _PROC, root: Path = _CGROUP_ROOT) -> Path | None:
@@ -149,7 +147,9 @@ class OomWatch:
 
     def sample(self, pids: Iterable[int]) -> None:
         """Note the count now, once for all of ``pids``: they are alive (just started, or
-        sampled for a heartbeat)."""
+        sampled for a heartbeat). Nothing to note where the kernel's log says it."""
+        if self.log.readable:
+            return
         count = host_oom_kills()
         for pid in pids:
             self._seen[pid] = count
