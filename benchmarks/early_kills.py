@@ -4,7 +4,8 @@ cold and with ``restart.warm_spares: true`` (spares preloading TensorFlow); the 
 killed task's death, ``task_failed.died_at`` -> every task of the next attempt finished its first
 training step, from the script's own time stamps) of each, and their ratio per moment::
 
-    flock /tmp/tf-tests.lock .venv/bin/python benchmarks/early_kills.py [--at 8,12,20,33] [--runs 2]
+    flock /tmp/tf-tests.lock .venv/bin/python benchmarks/early_kills.py [--at 8,12,20,33] [--runs 2] \
+        [--keep-outliers DIR]
 
 For each moment and run the cold and the warm job run one after the other (alternating which goes
 first), each: ``tfcluster run SPEC`` (``restart.backoff_s: 0``, ``max_restarts: 1``), ``SIGKILL``
@@ -15,8 +16,10 @@ stepped, ``SIGINT`` to tfcluster; psutil checks that nothing is left.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -164,8 +167,12 @@ def _alive_until(proc: subprocess.Popen[bytes], deadline: float, what: str) -> N
     time.sleep(0.05)  # polling the run directory's files
 
 
-def measure(cli: Tfcluster, moments: Sequence[float], runs: int, tmp: Path) -> list[Moment]:
+def measure(cli: Tfcluster, moments: Sequence[float], runs: int, tmp: Path,
+            keep: Path | None = None) -> list[Moment]:
+    """Every moment, ``runs`` times cold and warm (interleaved). ``keep``: where the run
+    directories of the warm runs that recovered slowest are kept (:func:`keep_outliers`)."""
     results = [Moment(at) for at in moments]
+    kept: dict[float, list[tuple[float, Path]]] = {m.at_s: [] for m in results}
     for index in range(runs):
         for number, moment in enumerate(results):
             order = (False, True) if (index + number) % 2 == 0 else (True, False)
@@ -178,12 +185,42 @@ def measure(cli: Tfcluster, moments: Sequence[float], runs: int, tmp: Path) -> l
                         moment.errors.append(f"{label}: {exc}")
                         progress(f"{label}: FAILED: {exc}")
                         continue
+                    if warm and keep is not None:
+                        where = keep / f"at-{moment.at_s:g}s-run-{index + 1}"
+                        shutil.copytree(work, where, ignore=_CHECKPOINTS)
+                        kept[moment.at_s].append((recovery, where))
                 (moment.warm if warm else moment.cold).append(recovery)
                 if warm:
                     moment.warm_starts.append(how)
                 progress(f"{label}: recovery {recovery:.2f}s ({how}); "
                          f"load {os.getloadavg()[0]:.2f}")
+    if keep is not None:
+        keep_outliers(kept)
+        with contextlib.suppress(OSError):  # no outlier: nothing left there
+            keep.rmdir()
     return results
+
+
+#: A warm run this much slower than the median of its moment's warm runs is an outlier.
+OUTLIER_FACTOR = 1.3
+_CHECKPOINTS = shutil.ignore_patterns("checkpoints")
+
+
+def keep_outliers(kept: dict[float, list[tuple[float, Path]]]) -> None:
+    """Remove the kept directories of every warm run but the outliers (slower than
+    :data:`OUTLIER_FACTOR` times the median of their moment), and say where those are: their
+    run directory (events, agent and task logs) and the script's time stamps tell where the time
+    went."""
+    for at_s, runs in kept.items():
+        if not runs:
+            continue
+        typical = median([recovery for recovery, _ in runs])
+        for recovery, where in runs:
+            if len(runs) > 1 and recovery > OUTLIER_FACTOR * typical:
+                progress(f"killed {at_s:g}s in, warm: {recovery:.2f}s against a median of "
+                         f"{typical:.2f}s: its run directory is kept in {where}")
+            else:
+                shutil.rmtree(where, ignore_errors=True)
 
 
 def target_values(results: Sequence[Moment], tf: bool = True
@@ -242,13 +279,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=RUNS,
                         help=f"runs per moment and variant (median; default {RUNS})")
     parser.add_argument("--tfcluster", type=shlex.split, default=default_tfcluster())
+    parser.add_argument("--keep-outliers", type=Path, default=None, metavar="DIR",
+                        help="keep the run directories of warm runs slower than "
+                             f"{OUTLIER_FACTOR:g}x their moment's median in DIR")
     args = parser.parse_args(argv)
     moments = [float(x) for x in args.at.split(",") if x.strip()]
     cli = Tfcluster(tuple(args.tfcluster), MARKER_ENV, new_marker(), CommandLog())
     began = time.monotonic()
     try:
         with tempfile.TemporaryDirectory(prefix="tfcluster-early-kills-") as tmp:
-            results = measure(cli, moments, args.runs, Path(tmp))
+            results = measure(cli, moments, args.runs, Path(tmp), keep=args.keep_outliers)
     finally:
         killed = cli.kill_leftovers()
     print(f"## Warm spares against early kills ({time.monotonic() - began:.0f} s, "
