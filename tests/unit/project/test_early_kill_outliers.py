@@ -18,11 +18,12 @@ Kept = dict[float, list[tuple[float, Path]]]
 def keep_outliers(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Kept], None]]:
     """The benchmark's function; its modules (``common``, ``targets``...) imported from
     ``benchmarks/`` as the script does, and forgotten again afterwards."""
-    before = set(sys.modules)
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    benchmarks = REPO / "benchmarks"
+    monkeypatch.syspath_prepend(str(benchmarks))
     yield importlib.import_module("early_kills").keep_outliers
-    for name in set(sys.modules) - before:
-        del sys.modules[name]
+    for name, module in list(sys.modules.items()):  # tfcluster's own modules stay as they are
+        if Path(getattr(module, "__file__", None) or "/").parent == benchmarks:
+            del sys.modules[name]
 
 
 def test_only_the_outliers_are_kept(tmp_path: Path, keep_outliers: Callable[[Kept], None]
