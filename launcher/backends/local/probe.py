@@ -46,15 +46,15 @@ class ChildProbe:
         instead if it is this command in ``cwd`` and does within :data:`EARLY_ANSWER_S` (it
         runs at the lowest priority: on a busy machine ``argv`` is started after all)."""
         deadline = time.monotonic() + timeout_s
-        if early is not None and cwd is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                return self._finish(self._begin(argv, lambda: early.take(argv, cwd)),
-                                    min(timeout_s, EARLY_ANSWER_S))
+        taken = None if early is None or cwd is None else \
+            self._begin(argv, lambda: early.take(argv, cwd))
+        if taken is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # killed: start one after all
+                return self._finish(taken, min(timeout_s, EARLY_ANSWER_S))
         started = self._begin(argv, lambda: subprocess.Popen(
             list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE))
-        if started is None:
-            raise subprocess.TimeoutExpired(list(argv), 0)
+        assert started is not None  # Popen returns one or raises
         return self._finish(started, max(0.0, deadline - time.monotonic()))
 
     def _begin(self, argv: Sequence[str], start: Callable[[], subprocess.Popen[bytes] | None]
@@ -66,10 +66,7 @@ class ChildProbe:
             return self._proc
 
     @staticmethod
-    def _finish(proc: subprocess.Popen[bytes] | None, timeout_s: float
-                ) -> tuple[int, bytes, bytes]:
-        if proc is None:  # the early probe is not this one
-            raise subprocess.TimeoutExpired("probe", 0)
+    def _finish(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[int, bytes, bytes]:
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
