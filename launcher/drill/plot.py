@@ -120,15 +120,25 @@ def _title(result: ScenarioResult) -> str:
             f"{verdict}")
 
 
-def _mark(ax: Axes, x: float, kind: MarkKind, text: str, height: float) -> None:
+#: A mark's label goes on the left of its line past this fraction of the panel's time: on the
+#: right it would run out of the panel, into the legend.
+LABEL_LEFT_PAST = 0.55
+#: Where the job's last step is named: this fraction of the panel's height, under the line (the
+#: steps only grow, so nothing is drawn there at the end), linked to the point.
+END_LABEL_HEIGHT = 0.3
+_LABEL_BOX = {"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
+              "alpha": 0.8}
+
+
+def _mark(ax: Axes, x: float, kind: MarkKind, text: str, height: float, *, left: bool) -> None:
     """A labelled vertical line: its kind in the legend, ``text`` beside it at ``height`` (a
-    fraction of the panel's height)."""
+    fraction of the panel's height), on its ``left`` or its right."""
     ax.axvline(x, color=kind.color, linestyle=kind.style, linewidth=1.4, label=kind.label,
                zorder=1)
-    ax.annotate(text, (x, height), xycoords=("data", "axes fraction"), xytext=(3, 0),
-                textcoords="offset points", color=kind.color, fontsize=8, va="center", zorder=20,
-                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
-                      "alpha": 0.8})
+    ax.annotate(text, (x, height), xycoords=("data", "axes fraction"),
+                xytext=(-3 if left else 3, 0), textcoords="offset points", color=kind.color,
+                fontsize=8, va="center", ha="right" if left else "left", zorder=20,
+                bbox=_LABEL_BOX)
 
 
 def _panel(ax: Axes, figure: Figure, result: ScenarioResult) -> float:
@@ -141,6 +151,11 @@ def _panel(ax: Axes, figure: Figure, result: ScenarioResult) -> float:
     tasks = sorted({str(e["task"]) for e in events if e["event"] == EventType.TASK_PROGRESS})
     struck = [(f.injected_at, f.step) for f in result.figures.faults]
     top = max((int(e["step"]) for e in events if e["event"] == EventType.TASK_PROGRESS), default=1)
+    lasted = max((float(e["ts"]) for e in events), default=start) - start
+
+    def mark(x: float, kind: MarkKind, text: str, height: float) -> None:
+        _mark(ax, x, kind, text, height, left=x > LABEL_LEFT_PAST * lasted)
+
     # lines drawn a little lifted (not in data coordinates) do not size the panel: it is set here
     ax.set_ylim(-0.03 * top, 1.15 * top)
     for n, task in enumerate(tasks):
@@ -155,27 +170,27 @@ def _panel(ax: Axes, figure: Figure, result: ScenarioResult) -> float:
                     label=task if life == 0 else None)
     for fault in result.figures.faults:
         at = fault.injected_at - start
-        _mark(ax, at, FAULT, f"{fault.fault} → {fault.hurt or 'tfcluster'} "
-              f"at step {fault.step}", 0.93)
+        mark(at, FAULT, f"{fault.fault} → {fault.hurt or 'tfcluster'} at step {fault.step}",
+             0.93)
         ax.plot([at], [fault.step], "o", color=FAULT.color, markersize=6, zorder=10)
         if fault.detection_s is not None:
-            _mark(ax, at + fault.detection_s, DETECTED,
-                  f"detected: {fault.detected_as} (+{fault.detection_s * 1000:.0f} ms)", 0.80)
+            mark(at + fault.detection_s, DETECTED,
+                 f"detected: {fault.detected_as} (+{fault.detection_s * 1000:.0f} ms)", 0.80)
     for e in events:
         if e["event"] == EventType.ATTEMPT_STARTED and int(e["attempt"]) > 0:
             resumed = e.get("resume_step")
-            _mark(ax, float(e["ts"]) - start, RESTART,
-                  f"attempt {e['attempt']} from "
-                  + ("the beginning" if resumed is None else f"step {resumed}"), 0.07)
+            mark(float(e["ts"]) - start, RESTART, f"attempt {e['attempt']} from "
+                 + ("the beginning" if resumed is None else f"step {resumed}"), 0.07)
     for at, who in restarted_at(events):
-        _mark(ax, at - start, RESTART, f"{who} started again", 0.07)
+        mark(at - start, RESTART, f"{who} started again", 0.07)
     if (end := last_step(events)) is not None:
         ended = "done" if result.figures.outcome == "succeeded" else "ended"
         ax.plot([end[0] - start], [end[1]], "x", color="black", markersize=8, zorder=11)
-        ax.annotate(f"{ended} at step {end[1]}", (end[0] - start, end[1]), xytext=(-8, -10),
-                    textcoords="offset points", ha="right", va="top", fontsize=8, zorder=20,
-                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
-                          "edgecolor": "none", "alpha": 0.8})
+        ax.annotate(f"{ended} at step {end[1]}", (end[0] - start, end[1]),
+                    xytext=(end[0] - start, END_LABEL_HEIGHT), textcoords=("data", "axes fraction"),
+                    ha="right", va="center", fontsize=8, zorder=20, bbox=_LABEL_BOX,
+                    arrowprops={"arrowstyle": "-", "color": "dimgrey", "linewidth": 0.6,
+                                "relpos": (1.0, 0.5), "shrinkA": 0, "shrinkB": 5})
     ax.set_title(_title(result), fontsize=10)
     ax.set_ylabel("step")
     ax.grid(alpha=0.3)
@@ -184,7 +199,7 @@ def _panel(ax: Axes, figure: Figure, result: ScenarioResult) -> float:
     if kept:
         ax.legend(kept.values(), kept.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   fontsize=8, handlelength=3.2)
-    return max((float(e["ts"]) for e in events), default=start) - start
+    return lasted
 
 
 def figure_of(results: Sequence[ScenarioResult]) -> Figure:

@@ -104,3 +104,54 @@ def test_the_lines_reach_the_jobs_last_step(figure: Figure) -> None:
         assert max(max(line.get_ydata()) for line in tasks_lines) == 100
         assert "done at step 100" in [t.get_text() for t in ax.texts]
         assert ax.get_ylim()[1] > 100  # the panel holds it
+
+
+def late_fault_run(run_dir: Path) -> ScenarioResult:
+    """The fake trainer's drill with worker:1 killed at step 186 of 200, 0.5 s before the end:
+    the fault, its detection and the restart crowd the panel's right edge, beside the end."""
+    events = [ev(0.0, "job_started", tasks=list(TASKS)), ev(0.0, "attempt_started", attempt=0)]
+    events += [ev(0.1, "task_started", attempt=0, task=t) for t in TASKS]
+    events += [ev(0.3 + i, "task_progress", attempt=0, task=t, step=1 + 46 * i, first=i == 0)
+               for i in range(5) for t in TASKS]
+    events += [ev(4.10, "fault_injected", attempt=0, fault="kill:worker:1:at-step=190",
+                  action="kill", task="worker:1", tasks=["worker:1"], step=186),
+               ev(4.13, "task_failed", attempt=0, task="worker:1", kind="signalled",
+                  observed_at=4.13),
+               ev(4.2, "job_restarting", attempt=1),
+               ev(4.3, "attempt_started", attempt=1, resume_step=180)]
+    events += [ev(4.35, "task_started", attempt=1, task=t) for t in TASKS]
+    events += [ev(4.5, "task_progress", attempt=1, task=t, step=200, first=True) for t in TASKS]
+    events += [ev(4.6, "job_succeeded")]
+    run_dir.mkdir()
+    (run_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return ScenarioResult(run_dir.name, 0, run_dir, (), (), 0, run_figures(events),
+                          compare("r", "r"))
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["mid-run", "near-the-end"])
+def test_every_label_is_readable_whole(tmp_path: Path, late: bool) -> None:
+    """No label covers another, runs out of its panel or under the legend, wherever the fault
+    falls (labels of marks in a panel's right part go on the left of their line)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    from launcher.drill.plot import figure_of
+
+    run = late_fault_run(tmp_path / "run") if late else lock_step_run(tmp_path / "run", 10.0)
+    figure = figure_of([run])
+    try:
+        figure.canvas.draw()
+        (ax,) = figure.axes
+        legend = ax.get_legend()
+        assert legend is not None
+        # the text's own box (an annotation's extent takes in its leader line too)
+        labels = [(t.get_text(), Text.get_window_extent(t)) for t in ax.texts]
+        assert len(labels) == 4  # the fault, its detection, the restart, the end
+        panel = ax.get_window_extent()
+        for n, (text, box) in enumerate(labels):
+            assert panel.x0 <= box.x0 and box.x1 <= panel.x1, f"{text!r} leaves its panel"
+            assert not box.overlaps(legend.get_window_extent()), f"{text!r} under the legend"
+            for other, other_box in labels[n + 1:]:
+                assert not box.overlaps(other_box), f"{text!r} covers {other!r}"
+    finally:
+        plt.close(figure)
