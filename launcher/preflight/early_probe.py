@@ -63,12 +63,14 @@ class EarlyProbe:
             if proc is None or not self._runs(argv, cwd):
                 return None
             self._proc = None
+        stdin, proc.stdin = proc.stdin, None  # from here on, communicate() only reads
+        assert stdin is not None  # PIPE
         try:
-            assert proc.stdin is not None  # PIPE
-            proc.stdin.write(argv[3].encode() + b"\n")  # JSON: no newline inside
-            proc.stdin.close()
-            proc.stdin = None  # closed: communicate() only reads
+            stdin.write(argv[3].encode() + b"\n")  # JSON: no newline inside
+            stdin.close()
         except OSError:  # it died: the caller runs a probe of its own, which says why
+            with contextlib.suppress(OSError, ValueError):
+                stdin.close()
             _end(proc)
             return None
         return proc

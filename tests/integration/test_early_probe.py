@@ -94,3 +94,15 @@ def test_one_that_does_not_answer_in_time_is_replaced(tmp_path: Path) -> None:
     assert time.monotonic() - started >= EARLY_ANSWER_S  # it was given its chance
     assert host.ok and host.tfcluster == TFCLUSTER_VERSION, host.problems
     assert not alive(pid)
+
+
+def test_one_that_ended_before_its_request_is_replaced(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("")
+    early = EarlyProbe(sys.executable, str(tmp_path))
+    pid = early.pid
+    assert pid is not None
+    process = psutil.Process(pid)
+    process.kill()
+    process.wait(10)
+    host = check(plan(tmp_path, "train.py"), early)
+    assert host.ok and host.tfcluster == TFCLUSTER_VERSION, host.problems
