@@ -24,11 +24,24 @@ def ev(ts: float, event: str, **fields: Any) -> dict[str, Any]:
     return {"ts": ts, "event": event, **fields}
 
 
+def started() -> list[dict[str, Any]]:
+    """Attempt 0 with every task started."""
+    return [ev(0.0, "job_started", tasks=list(TASKS)), ev(0.0, "attempt_started", attempt=0),
+            *(ev(0.1, "task_started", attempt=0, task=t) for t in TASKS)]
+
+
+def scenario(run_dir: Path, events: list[dict[str, Any]]) -> ScenarioResult:
+    """A drill's run of ``events``, written to ``run_dir`` as the picture reads them."""
+    run_dir.mkdir()
+    (run_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return ScenarioResult(run_dir.name, 0, run_dir, (), (), 0, run_figures(events),
+                          compare("r", "r"))
+
+
 def lock_step_run(run_dir: Path, seconds: float) -> ScenarioResult:
     """Three tasks reporting the same steps at the same moments; worker:1 killed at step 30,
     the job restarted from step 20 and done at step 100 after ``seconds``."""
-    events = [ev(0.0, "job_started", tasks=list(TASKS)), ev(0.0, "attempt_started", attempt=0)]
-    events += [ev(0.1, "task_started", attempt=0, task=t) for t in TASKS]
+    events = started()
     events += [ev(1.0 + i, "task_progress", attempt=0, task=t, step=10 * (i + 1), first=i == 0)
                for i in range(3) for t in TASKS]
     events += [ev(3.5, "fault_injected", attempt=0, fault="kill:worker:1:at-step=30",
@@ -42,10 +55,7 @@ def lock_step_run(run_dir: Path, seconds: float) -> ScenarioResult:
     events += [ev(at, "task_progress", attempt=1, task=t, step=20 + 16 * (i + 1), first=i == 0)
                for i, at in enumerate(ends) for t in TASKS]
     events += [ev(seconds, "job_succeeded")]
-    run_dir.mkdir()
-    (run_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    return ScenarioResult(run_dir.name, 0, run_dir, (), (), 0, run_figures(events),
-                          compare("r", "r"))
+    return scenario(run_dir, events)
 
 
 @pytest.fixture
@@ -109,8 +119,7 @@ def test_the_lines_reach_the_jobs_last_step(figure: Figure) -> None:
 def late_fault_run(run_dir: Path) -> ScenarioResult:
     """The fake trainer's drill with worker:1 killed at step 186 of 200, 0.5 s before the end:
     the fault, its detection and the restart crowd the panel's right edge, beside the end."""
-    events = [ev(0.0, "job_started", tasks=list(TASKS)), ev(0.0, "attempt_started", attempt=0)]
-    events += [ev(0.1, "task_started", attempt=0, task=t) for t in TASKS]
+    events = started()
     events += [ev(0.3 + i, "task_progress", attempt=0, task=t, step=1 + 46 * i, first=i == 0)
                for i in range(5) for t in TASKS]
     events += [ev(4.10, "fault_injected", attempt=0, fault="kill:worker:1:at-step=190",
@@ -122,10 +131,7 @@ def late_fault_run(run_dir: Path) -> ScenarioResult:
     events += [ev(4.35, "task_started", attempt=1, task=t) for t in TASKS]
     events += [ev(4.5, "task_progress", attempt=1, task=t, step=200, first=True) for t in TASKS]
     events += [ev(4.6, "job_succeeded")]
-    run_dir.mkdir()
-    (run_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    return ScenarioResult(run_dir.name, 0, run_dir, (), (), 0, run_figures(events),
-                          compare("r", "r"))
+    return scenario(run_dir, events)
 
 
 @pytest.mark.parametrize("late", [False, True], ids=["mid-run", "near-the-end"])
