@@ -31,7 +31,10 @@ def on_term(signum, frame):
     os.kill(os.getpid(), signal.SIGTERM)
 
 signal.signal(signal.SIGTERM, on_term)
-print(task, "ready", flush=True)
+# on stderr after the noise: one pipe, so the console has taken the noise by the time it shows
+# this line (on stdout the two pipes' order at the console is not fixed: a survivor's noise
+# could come after its "ready", still held when the crash mutes it, and be counted unshown)
+print(task, "ready", file=sys.stderr, flush=True)
 if task == "worker:1":
     # the test creates GO once the console has shown the others' "ready" (past its hold)
     deadline = time.monotonic() + 60
