@@ -30,8 +30,8 @@ from tests.support.wheelhouse import PACKAGE_FILES
 DATA_ROOT = Path("/var/lib/tfcluster-test-docker")
 RUN_ROOT = Path("/run/tfcluster-test-docker")
 #: What the worker image is built from: its hash names the cached image.
-IMAGE_INPUTS = (*PACKAGE_FILES, "docker/Dockerfile", "docker/sshd_config", "docker/entrypoint.sh",
-                "docker/README.md")
+IMAGE_INPUTS = (*PACKAGE_FILES, "docker/Dockerfile", "docker/Dockerfile.dockerignore",
+                "docker/sshd_config", "docker/entrypoint.sh", "docker/README.md")
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def start_engine(log: Path) -> Iterator[Engine]:
     socket = RUN_ROOT / "docker.sock"
     pidfile = RUN_ROOT / "dockerd.pid"
     _stop_leftover(pidfile)
-    env = {**os.environ, "DOCKER_HOST": f"unix://{socket}", "DOCKER_BUILDKIT": "0"}
+    env = {**os.environ, "DOCKER_HOST": f"unix://{socket}"}
     dockerd = shutil.which("dockerd") or "/usr/sbin/dockerd"
     with log.open("ab") as out:
         daemon = subprocess.Popen(

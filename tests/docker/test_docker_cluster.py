@@ -132,7 +132,8 @@ def lay_out(work: Path) -> None:
     copy_package(work)
     (work / "docker" / "keys").mkdir(parents=True)
     (work / "docker" / "wheels").mkdir()
-    for name in ("Dockerfile", "sshd_config", "entrypoint.sh", "README.md"):
+    for name in ("Dockerfile", "Dockerfile.dockerignore", "sshd_config", "entrypoint.sh",
+                 "README.md"):
         shutil.copy2(REPO / "docker" / name, work / "docker" / name)
     (work / "cluster_specs").mkdir()
     shutil.copy2(REPO / SPEC, work / SPEC)
