@@ -99,6 +99,34 @@ def copies(instructions: list[tuple[str, str]] | None = None) -> list[tuple[list
     return found
 
 
+def bind_mounts(run: str) -> list[dict[str, str]]:
+    """The ``--mount=type=bind,...`` options of a RUN instruction's arguments, each as its
+    ``key=value`` pairs (a flag such as ``rw`` maps to "")."""
+    found = []
+    for word in shlex.split(run):
+        if not word.startswith("--mount="):
+            break  # the options come first
+        fields = dict(part.partition("=")[::2] for part in word[len("--mount="):].split(","))
+        if fields.get("type") == "bind":
+            found.append(fields)
+    return found
+
+
+def context_reads() -> list[str]:
+    """Every path the build reads from its context: the sources of COPY, and of the bind mounts
+    that name no stage (``from=``)."""
+    copied = [source for sources, _ in copies() for source in sources]
+    return copied + [m["source"] for run in arguments("RUN") for m in bind_mounts(run)
+                     if "from" not in m]
+
+
+def mounted(run: str, source: str) -> str:
+    """Where the RUN instruction ``run`` mounts ``source`` of the build context."""
+    (target,) = [m["target"] for m in bind_mounts(run) if m.get("source") == source
+                 and "from" not in m]
+    return target
+
+
 def exec_form(keyword: str) -> list[str]:
     (rest,) = arguments(keyword)
     value = yaml.safe_load(rest)  # a JSON array
@@ -228,7 +256,7 @@ def test_nodes_build_the_dockerfile_with_the_repository_as_context() -> None:
 
 def test_dockerfile_installs_this_package_with_its_tf_extra_from_the_context() -> None:
     # The base is a build argument whose default is the public Python image users have; the
-    # package's source is gathered in a stage of its own, taken into the image in one layer.
+    # package's source is gathered in a stage of its own, which the step installing it mounts.
     assert arguments("FROM") == ["scratch AS source", "${BASE}"]
     defaults = dict(arg.split("=", 1) for arg in arguments("ARG") if "=" in arg)
     assert re.fullmatch(r"python:3\.11-slim(-\w+)?", defaults["BASE"]), defaults
@@ -236,28 +264,31 @@ def test_dockerfile_installs_this_package_with_its_tf_extra_from_the_context() -
     assert copies(by_stage["source"]) == [(["pyproject.toml", "README.md"], "/"),
                                           (["launcher"], "/launcher"), (["worker"], "/worker")]
     image = by_stage["image"]
-    (taken,) = [rest for word, rest in image if word == "COPY" and rest.startswith("--from=")]
-    assert shlex.split(taken)[:2] == ["--from=source", "/"]
-    src = PurePosixPath(shlex.split(taken)[-1])
-    # First the dependencies, read from pyproject.toml in the image (its own lists: nothing named
-    # a second time that could drift), with the tf extra and the build requirements ...
+    # Nothing is copied into the image's layers: its steps mount what they read.
+    assert not [rest for word, rest in image if word in ("COPY", "ADD")]
+    # First the dependencies, read from pyproject.toml (its own lists: nothing named a second
+    # time that could drift), with the tf extra and the build requirements, from the wheels ...
     deps, package = [rest for word, rest in image if word == "RUN" and "pip install" in rest]
-    (project,) = [dest for sources, dest in copies(image) if sources == ["pyproject.toml"]]
-    assert project in deps and "tomllib" in deps
+    assert mounted(deps, "pyproject.toml") in deps and "tomllib" in deps
+    assert mounted(deps, "docker/wheels") in deps.split("--find-links", 1)[1].split()[0]
     for listed in ('p["dependencies"]', 'p["optional-dependencies"]["tf"]',
                    't["build-system"]["requires"]'):
         assert listed in deps, listed
-    # ... then the package alone, after them: a change to its code rebuilds only this step.
+    # ... then the package alone, after them, from the source stage mounted writable (pip builds
+    # in it): a change to its code rebuilds only this step.
+    (source,) = [m for m in bind_mounts(package) if m.get("from") == "source"]
+    assert "rw" in source
     words = shlex.split(re.split(r"&&|;", package.split("pip install", 1)[1])[0])
-    assert "--no-deps" in words and [w for w in words if not w.startswith("-")] == [str(src)]
-    assert image.index(("COPY", taken)) > image.index(("RUN", deps))
+    assert "--no-deps" in words and [w for w in words if not w.startswith("-")] == \
+        [source["target"]]
+    assert image.index(("RUN", package)) > image.index(("RUN", deps))
     pyproject = (ROOT / "pyproject.toml").read_text()
     extra = re.search(r"^tf = \[(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL)
     assert extra and "tensorflow" in extra.group(1), "pyproject.toml has no tf extra with TensorFlow"
 
 
-def test_every_copied_file_exists_and_the_build_context_sends_nothing_else() -> None:
-    sources = [source for sources, _ in copies() for source in sources]
+def test_every_file_the_build_reads_exists_and_the_build_context_sends_nothing_else() -> None:
+    sources = context_reads()
     for source in sources:
         assert (ROOT / source).exists(), source
     ignore = [line.strip() for line in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
@@ -271,8 +302,11 @@ def test_every_copied_file_exists_and_the_build_context_sends_nothing_else() -> 
 def test_dockerfile_runs_sshd_in_the_foreground_through_the_entrypoint() -> None:
     assert exec_form("CMD") == ["/usr/sbin/sshd", "-D", "-e"]
     (entrypoint,) = exec_form("ENTRYPOINT")
-    assert ["docker/entrypoint.sh"] in [s for s, dest in copies() if dest == entrypoint]
-    assert ["docker/sshd_config"] in [s for s, dest in copies() if dest == "/etc/ssh/sshd_config"]
+    (package,) = [run for run in arguments("RUN") if "docker/entrypoint.sh" in run]
+    assert re.search(rf"install -m 0755 {mounted(package, 'docker/entrypoint.sh')} {entrypoint}\b",
+                     package)
+    assert re.search(rf"install -m 0644 {mounted(package, 'docker/sshd_config')} "
+                     r"/etc/ssh/sshd_config\b", package)
     runs = " ".join(arguments("RUN"))
     assert "openssh-server" in runs
     assert "rm -f /etc/ssh/ssh_host_" in runs  # no host key baked into the image
