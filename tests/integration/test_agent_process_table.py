@@ -41,8 +41,12 @@ print("ready", flush=True)
 time.sleep(600)
 """
 SLEEPER = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
-#: The mark of this test's job (what the coordinator sends in the launch).
-MARK = process_mark("/tmp/tfcluster-test-run", "localhost")
+
+
+def mark_of(tmp_path: Path) -> str:
+    """The mark of this test's job (what the coordinator sends in the launch): its own, so that
+    a test running at the same time on another xdist worker never finds its processes."""
+    return process_mark(str(tmp_path / "run"), "localhost")
 
 
 @pytest.fixture
@@ -67,7 +71,7 @@ def job_launch(tmp_path: Path, table: Path) -> Launch:
     task = TaskLaunch(task="worker:0", argv=[sys.executable, str(task_script), str(child_script),
                                              str(tmp_path)], env={}, cwd=str(tmp_path))
     return Launch(job="t", attempt=0, heartbeat_interval_s=0.2, process_table=str(table),
-                  process_mark=MARK, tasks=[task])
+                  process_mark=mark_of(tmp_path), tasks=[task])
 
 
 def start_job_and_kill_its_agent(tmp_path: Path, table: Path,
@@ -91,7 +95,7 @@ def test_kill_recorded_ends_every_process_a_killed_agent_left(
     task, child, grandchild = start_job_and_kill_its_agent(tmp_path, table, leftovers)
     assert gone([task], 5), "the task outlived its agent"
     assert len(alive(psutil.Process(pid) for pid in (child, grandchild))) == 2  # orphans now
-    assert {child, grandchild} <= set(kill_recorded(table, MARK).killed)
+    assert {child, grandchild} <= set(kill_recorded(table, mark_of(tmp_path)).killed)
     assert gone([task, child, grandchild], 5)
 
 
@@ -101,9 +105,10 @@ def test_a_new_agent_kills_what_a_dead_one_left_before_starting_its_tasks(
     _, child, grandchild = start_job_and_kill_its_agent(tmp_path, table, leftovers)
     sleeper = tmp_path / "sleeper.py"
     sleeper.write_text(SLEEPER)
+    task = TaskLaunch(task="worker:0", argv=[sys.executable, str(sleeper)], env={},
+                      cwd=str(tmp_path))
     launch = Launch(job="t", attempt=1, heartbeat_interval_s=0.2, process_table=str(table),
-                    process_mark=MARK, tasks=[TaskLaunch(task="worker:0", argv=[sys.executable, str(sleeper)],
-                                      env={}, cwd=str(tmp_path))])
+                    process_mark=mark_of(tmp_path), tasks=[task])
     with agent(launch) as a:
         started = a.next_of(Started)
         assert gone([child, grandchild], 0), "leftovers still alive when the new task started"
@@ -149,7 +154,8 @@ def in_own_session(leftovers: list[psutil.Process], code: str = "import time; ti
 def test_kill_recorded_takes_a_recorded_session_s_later_members(
         tmp_path: Path, leftovers: list[psutil.Process]) -> None:
     cue, member_file, table = tmp_path / "go", tmp_path / "member", tmp_path / "table.json"
-    leader = in_own_session(leftovers, SESSION_LEADER, (str(cue), str(member_file)), mark=MARK)
+    leader = in_own_session(leftovers, SESSION_LEADER, (str(cue), str(member_file)),
+                            mark=mark_of(tmp_path))
     stranger = in_own_session(leftovers)
     stat = read_stat(leader.pid)
     assert stat is not None
@@ -162,7 +168,7 @@ def test_kill_recorded_takes_a_recorded_session_s_later_members(
     assert member_stat is not None and member_stat.sid == leader.pid
     assert member_stat.ppid != leader.pid  # reachable through its session only
     assert PROCESS_MARK not in psutil.Process(member).environ()  # not through its mark
-    assert sorted(kill_recorded(table, MARK).killed) == sorted([leader.pid, member])
+    assert sorted(kill_recorded(table, mark_of(tmp_path)).killed) == sorted([leader.pid, member])
     leader.wait(5)
     assert gone([member], 5)
     assert stranger.poll() is None
@@ -176,15 +182,15 @@ def test_kill_recorded_spares_a_process_that_only_shares_a_pid_or_a_session_id(
     table = tmp_path / "table.json"
     # an earlier process with the stranger's pid, in a session named like the stranger's
     write_table(table, [ProcStat(stranger.pid, 1, stranger.pid, stat.start_ticks - 1, False)])
-    assert kill_recorded(table, MARK).killed == []
+    assert kill_recorded(table, mark_of(tmp_path)).killed == []
     # the stranger itself, but recorded during another boot
     write_table(table, [stat])
     data = json.loads(table.read_text())
     table.write_text(json.dumps({**data, "boot_id": "another-boot"}))
-    assert kill_recorded(table, MARK).killed == []
+    assert kill_recorded(table, mark_of(tmp_path)).killed == []
     assert stranger.poll() is None
-    assert kill_recorded(tmp_path / "no-such-table.json", MARK) == Cleared([])
+    assert kill_recorded(tmp_path / "no-such-table.json", mark_of(tmp_path)) == Cleared([])
     table.write_text("{not json")
-    assert "not a process table" in (kill_recorded(table, MARK).problem or "")
+    assert "not a process table" in (kill_recorded(table, mark_of(tmp_path)).problem or "")
     with pytest.raises(ProcessTableError, match="not a process table"):
         read_table(table)
