@@ -30,7 +30,7 @@ _TF_SECOND = {"test_amp_accumulate.py", "test_saving.py", "test_resumable_input.
 # tryfirst: xdist's own hook turns the xdist_group markers into the groups, and it ran before
 # this one, so no test was grouped (each "serial" group was spread over both workers).
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         folder = item.path.parent.name
         group = _SERIAL_GROUPS.get(folder) or next(
@@ -39,13 +39,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = "tensorflow-2" if item.path.name in _TF_SECOND else "tensorflow-1"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    # The Docker tests last (of their group, and of a run without xdist), their image built in
-    # the background meanwhile (tests/docker/prebuild.py): a cold build takes minutes.
-    items.sort(key=lambda item: item.path.parent.name == "docker")
-    if items and items[-1].path.parent.name == "docker" and not config.option.collectonly:
-        from tests.docker import prebuild
-
-        prebuild.start()
 
 
 # --- the Slurm test cluster (tests/slurm, and the Slurm engine of tests/contract) ---------------
