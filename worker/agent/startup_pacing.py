@@ -105,16 +105,20 @@ class StartupPacer(Generic[Item]):
             admitted.append((name, item))
         return admitted
 
-    def started(self, name: str, pid: int | None) -> None:
+    def started(self, name: str, pid: int | None, now: float | None = None) -> None:
         """The task admitted as ``name`` started cold as ``pid``; None: it started warm, or did not
-        start at all, and needs no slot."""
+        start at all, and needs no slot. ``now``: when its start returned, from which its hold
+        and first look count (a start slowed down, by a loaded disk say, does not shorten its
+        hold); without it they count from its admission."""
         slot = self._holding.get(name)
         if slot is None:
             return
         if pid is None:
             del self._holding[name]
-        else:
-            slot.pid = pid
+            return
+        slot.pid = pid
+        if now is not None:
+            slot.until, slot.look_at = now + HOLD_S, now + FIRST_LOOK_S
 
     def settled(self, name: str) -> None:
         """The task ``name`` wrote something or exited: its start-up is over."""

@@ -12,6 +12,8 @@ start went, and :meth:`TaskStarts.settled` when a task wrote something or exited
 
 from __future__ import annotations
 
+import time
+
 from worker.agent.spares.warm_starts import WarmStarts
 from worker.agent.startup_pacing import StartupPacer, slots_for
 from worker.agent.task_process import TaskProcess
@@ -65,7 +67,7 @@ class TaskStarts:
     def started(self, task: TaskProcess, warm: bool) -> None:
         """A task :meth:`due` gave has been started (from a spare if ``warm``), or failed to start
         (its ``pid`` is None)."""
-        self.pacer.started(task.task, None if warm else task.pid)
+        self.pacer.started(task.task, None if warm else task.pid, time.monotonic())
 
     def settled(self, name: str) -> None:
         """The task ``name`` wrote something or exited: its start-up is over."""

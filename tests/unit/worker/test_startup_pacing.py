@@ -101,6 +101,18 @@ def test_a_busy_task_is_looked_at_every_poll_until_its_hold_ends() -> None:
     assert names(paced.admit(HOLD_S)) == ["B"]  # busy all along: its hold is over
 
 
+def test_the_hold_counts_from_when_the_start_returned() -> None:
+    # a start slowed down (its program read from a loaded disk) keeps its whole hold
+    paced, states = pacer(1)
+    paced.admit(0.0)
+    paced.started("a", 101, now=0.1)
+    assert paced.admit(0.1 + FIRST_LOOK_S / 2) == []
+    assert states.looks == []  # its first look counts from its start too
+    assert paced.admit(HOLD_S + 0.05) == []  # a hold from its admission would be over
+    assert paced.due_at(HOLD_S + 0.05) == pytest.approx(HOLD_S + 0.05 + POLL_S)
+    assert names(paced.admit(0.1 + HOLD_S)) == ["B"]
+
+
 def test_nothing_to_wake_for_when_nothing_waits_and_now_when_a_slot_is_free() -> None:
     paced, _ = pacer(2)
     assert paced.due_at(0.0) == 0.0
