@@ -54,7 +54,7 @@ demo: $(STAMP)
 		--checkpoint-dir runs/demo/checkpoints --run-dir runs/demo/run
 
 test: $(STAMP) sysdeps
-	@$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15
+	@$(BIN)/python -m pytest -q -n 3 --dist loadgroup --durations=15
 
 lint: $(STAMP)
 	@$(BIN)/ruff check launcher worker tests benchmarks

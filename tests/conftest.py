@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -14,11 +14,12 @@ if TYPE_CHECKING:
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-#: With ``-n 2 --dist loadgroup`` (``make test``), the tests of each group run on one worker, in
+#: With ``-n 3 --dist loadgroup`` (``make test``), the tests of each group run on one worker, in
 #: order, because they share something machine-wide: the Slurm test cluster, network namespaces,
 #: the sshd fixture (a test is in one of these by its folder or its marker); and real TensorFlow
-#: jobs, in two groups of about the same length so that at most two run at once (one per core).
-#: The unit and integration tests are spread over both.
+#: jobs, in two groups of about the same length. At most two workers run a group at once (one
+#: real TensorFlow job per core); the unit and integration tests run on the third from the start
+#: and on any worker left without a group (:mod:`tests.support.scheduling`).
 _SERIAL_GROUPS = {"slurm": "slurm", "netns": "netns", "ssh": "ssh",
                   # the Docker cluster's bridge takes a /24 of 198.18.0.0/15, as netns hosts do
                   "docker": "netns"}
@@ -39,6 +40,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             group = "tensorflow-2" if item.path.name in _TF_SECOND else "tensorflow-1"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run without xdist has no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (``make test``) with at most two workers in a serial group at once
+    and the others on the tests of no group (:mod:`tests.support.scheduling`)."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from tests.support.scheduling import SerialGroupsScheduling
+
+    return SerialGroupsScheduling(config, log)
 
 
 # --- the Slurm test cluster (tests/slurm, and the Slurm engine of tests/contract) ---------------
