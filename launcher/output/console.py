@@ -182,15 +182,22 @@ class Console:
     def say(self, text: str) -> None:
         self._write_err(text, "say")
 
+    def progress(self, text: str) -> None:
+        """A snapshot of the tasks' progress, said without first showing the task lines held
+        back: a snapshot needs no order with them, and a failure known a moment later must still
+        be able to withdraw them (a survivor's reaction to a death it has already seen)."""
+        self._write_err(text, "say", release=False)
+
     def warn(self, text: str) -> None:
         self._write_err(text, "warn")
 
     def error(self, text: str) -> None:
         self._write_err(text, "error")
 
-    def _write_err(self, text: str, level: str) -> None:
+    def _write_err(self, text: str, level: str, *, release: bool = True) -> None:
         code, style = _LEVELS[level]
-        self._held.release()  # task lines that came first are shown first
+        if release:
+            self._held.release()  # task lines that came first are shown first
         with self._lock:
             if self._rich is not None:
                 from rich.text import Text

@@ -189,4 +189,4 @@ class PlainStatus:
         now = time.monotonic()
         if event["event"] == EventType.TASK_PROGRESS and now - self.last >= PLAIN_PROGRESS_INTERVAL_S:
             self.last = now
-            self.console.say(self.board.progress_line())
+            self.console.progress(self.board.progress_line())

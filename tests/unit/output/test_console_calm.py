@@ -147,6 +147,23 @@ def test_task_lines_held_before_a_message_of_tfcluster_come_out_before_it() -> N
     assert out.getvalue().endswith("[worker:0] step 2\n")
 
 
+def test_a_progress_line_leaves_held_lines_for_a_failure_known_after_it_to_withdraw() -> None:
+    # CI failure under load: the periodic progress line showed a survivor's reaction to a death
+    # (an aborted collective) that tfcluster learned of a moment later
+    calm, out, err = make(hold_s=60)
+    events = records()
+    for record in events[:4]:
+        calm.calm.on_event(record)
+    calm.task_line("chief:0", "Aborting RingReduce with UNAVAILABLE: Socket closed")
+    calm.progress("attempt 0: chief:0 running step 79, worker:1 running step 128")
+    calm.calm.on_event(events[4])  # worker:1 failed
+    assert out.getvalue() == ""
+    assert err.getvalue() == ("tfcluster: attempt 0: chief:0 running step 79, worker:1 running "
+                              "step 128\n")
+    calm.close()
+    assert out.getvalue() == ""
+
+
 def test_lines_for_the_job_start_wait_for_the_job_to_start() -> None:
     calm, _, err = make(at_job_start=["running 'python3' as tfcluster's own interpreter"])
     calm.on_event({"event": "attempt_started", "attempt": 0})
