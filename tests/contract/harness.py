@@ -32,6 +32,7 @@ from launcher.plan.ports import PortAllocator
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
 from tests.support import procs
+from tests.support.waiting import wait_until
 from worker.wire.protocol import Message
 
 #: In the environment of every task of a rig's job (not ``TFCLUSTER_*``: tfcluster strips those).
@@ -42,6 +43,8 @@ LINE = "contract: the task speaks"
 SLEEP_S = 600
 #: How long closing one agent may take.
 CLOSE_S = 10.0
+#: How long the tasks' agents may take to be seen in the process table once the tasks started.
+AGENTS_S = 10.0
 
 _TASK_CODE = (f"import sys, time; print({LINE!r}, flush=True); "
               f"time.sleep({SLEEP_S} if sys.argv[1] == 'sleep' else 0)")
@@ -160,9 +163,19 @@ class Rig(ABC):
         return [_describe(p) for p in left]
 
     def agents(self, job: Job) -> list[psutil.Process]:
-        """The agent of every host of ``job`` (``python -m worker.agent``: its tasks' parent)."""
-        agents = _agents_of(procs.with_env(MARK_VAR, self.mark))
-        assert len(agents) == len(job.hosts), f"agents found: {[_describe(a) for a in agents]}"
+        """The agent of every host of ``job`` (``python -m worker.agent``: its tasks' parent),
+        waited for: a task reported started may still be between its two execs (``setpriv``,
+        then its program), when its environment cannot be read (CI failure under load: one
+        host's agent was not found)."""
+        agents: list[psutil.Process] = []
+
+        def every_host() -> bool:
+            agents[:] = _agents_of(procs.with_env(MARK_VAR, self.mark))
+            return len(agents) == len(job.hosts)
+        try:
+            wait_until(every_host, AGENTS_S, "an agent for every host")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; agents found: {[_describe(a) for a in agents]}") from None
         return agents
 
     def lose_agents(self, job: Job) -> None:

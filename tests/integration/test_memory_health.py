@@ -33,7 +33,10 @@ def test_a_slowed_task_is_flagged_as_the_straggler_within_the_window(tmp_path: P
     health = [e for e in events if e["event"] == "job_health" and e["tasks"]]
     # named the slowest while the others still stepped (at the very end they may be done)
     assert health and "worker:2" in {e["slowest"] for e in health}
-    assert set(health[-1]["tasks"]["worker:0"]) >= {"steps_per_s", "cpu_percent", "rss_bytes"}
+    # the figures of a task still running (CI failure under load: worker:0 had ended before the
+    # last report)
+    latest = [e["tasks"]["worker:0"] for e in health if "worker:0" in e["tasks"]][-1]
+    assert set(latest) >= {"steps_per_s", "cpu_percent", "rss_bytes"}
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert [s["task"] for s in summary["health"]["stragglers"]] == ["worker:2"]
     assert summary["health"]["tasks"]["worker:0"]["peak_rss_bytes"] > 0
