@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from tests.support.scheduling import GROUP_WORKERS, SerialGroupsScheduling, is_group
 
-GROUPS = {"slurm": 4, "netns": 3, "tensorflow-1": 3, "tensorflow-2": 3}
+GROUPS = {"slurm": 3, "netns": 3, "tensorflow-1": 3, "tensorflow-2": 3}
 COLLECTION = [f"tests/{group}/test_x.py::test_{i}@{group}"
               for group, count in GROUPS.items() for i in range(count)] \
     + [f"tests/unit/test_y.py::test_{i}" for i in range(12)]
@@ -98,17 +98,6 @@ def test_two_workers_take_groups_and_the_others_the_tests_of_no_group() -> None:
     for node in nodes:
         if node not in grouped:
             assert node.sent and not in_group(node, set())
-
-
-def test_the_longest_groups_start_first_and_the_short_ones_follow() -> None:
-    scheduler, nodes = scheduled(3)
-    first = {COLLECTION[node.sent[0]].split("@")[1] for node in nodes if in_group(node, set())}
-    assert first == {"tensorflow-1", "netns"}  # not slurm, the group with the most tests
-    holder = next(n for n in nodes if COLLECTION[n.sent[0]].endswith("@tensorflow-1"))
-    for index in list(holder.sent):  # its group done, its worker takes the next in the order
-        scheduler.mark_test_complete(cast(Any, holder), index)
-    assert [g for g in GROUPS if any(COLLECTION[i].endswith("@" + g) for i in holder.sent)] == [
-        "tensorflow-1", "tensorflow-2"]
 
 
 def test_every_test_runs_once_never_more_than_two_groups_at_once_and_all_workers_stop() -> None:
