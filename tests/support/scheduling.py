@@ -3,9 +3,9 @@
 xdist's ``loadgroup`` runs each group of :data:`tests.conftest._SERIAL_GROUPS` (Slurm, network
 namespaces, sshd, the two real-TensorFlow groups) on one worker, in order, and every test of no
 group wherever a worker is free. It orders its work by size, so the groups go first and the
-tests of no group last. With as many workers as cores, the groups kept both cores busy, but the
-last third of the run (the tests of no group: coordinators, agents and fake trainers that mostly
-wait for their heartbeats, steps and deadlines) kept them half idle.
+tests of no group last. With as many workers as cores, the groups kept both cores 85-98 % busy,
+but the last minutes of the run (the tests of no group: coordinators, agents and fake trainers
+that mostly wait for their heartbeats, steps and deadlines) kept them half idle.
 
 :class:`SerialGroupsScheduling` starts more workers than there are groups to run at once: at
 most :data:`GROUP_WORKERS` of them run a group at any time (two real-TensorFlow jobs at most, one
