@@ -18,8 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 #: order, because they share something machine-wide: the Slurm test cluster, network namespaces,
 #: the sshd fixture (a test is in one of these by its folder or its marker); and real TensorFlow
 #: jobs, in two groups of about the same length. At most two workers run a group at once (one
-#: real TensorFlow job per core); the unit and integration tests run on the third from the start
-#: and on any worker left without a group (:mod:`tests.support.scheduling`).
+#: real TensorFlow job per core), the sshd tests beside them; the unit and integration tests run
+#: on the third worker once the sshd tests are done, and on any worker left without a group
+#: (:mod:`tests.support.scheduling`).
 _SERIAL_GROUPS = {"slurm": "slurm", "netns": "netns", "ssh": "ssh",
                   # the Docker cluster's bridge takes a /24 of 198.18.0.0/15, as netns hosts do
                   "docker": "netns"}

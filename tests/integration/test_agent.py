@@ -24,8 +24,10 @@ from tests.support.agent_harness import (  # noqa: F401 - re-exported for older 
 from worker.wire.protocol import (
     DumpStacks,
     Exited,
+    Hello,
     Launch,
     Output,
+    Ping,
     SignalTasks,
     StacksDumped,
     Started,
@@ -60,6 +62,25 @@ def test_a_silent_coordinator_is_taken_as_gone(tmp_path: Path) -> None:
         assert isinstance(exited, Exited) and exited.signal == "SIGTERM"
         assert time.monotonic() - began < 5
         assert a.proc.wait(10) == 0
+
+
+def test_the_wait_for_a_late_first_launch_is_not_counted_as_silence(tmp_path: Path) -> None:
+    # a coordinator that starts its agents early (or runs on a loaded machine) sends the launch
+    # later than the timeout after the agent started: the timeout counts from the launch on
+    timeout = 1.0
+    with agent() as a:
+        a.next_of(Hello)
+        time.sleep(timeout * 1.5)  # the scenario, not a synchronisation: the launch comes late
+        a.send(Launch(job="t", attempt=0, coordinator_timeout_s=timeout,
+                      tasks=[script_task(tmp_path, "worker:0", SLEEP_WITH_CHILD)]))
+        a.next_of(Started)
+        until = time.monotonic() + timeout * 2
+        while time.monotonic() < until:  # pinged as the coordinator pings: the task runs on
+            a.send(Ping())
+            with pytest.raises(AssertionError, match="no Exited"):
+                a.next_of(Exited, timeout=timeout / 4)
+        a.close_input()
+        assert a.next_of(Exited).signal == "SIGTERM"
 
 
 def test_signal_command_reaches_only_the_named_task(tmp_path: Path) -> None:

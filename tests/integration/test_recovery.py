@@ -80,8 +80,11 @@ def test_sigkill_of_a_worker_restarts_the_job_from_the_last_checkpoint(tmp_path:
 
 
 def test_a_task_failing_every_attempt_gives_up_after_max_restarts(tmp_path: Path) -> None:
+    # no checkpoints: with one at step 10, a worker:2 that started late (the host's start-up
+    # slots, a loaded machine) would fail after it, and the next attempt would resume past step 3
     argv, run_dir = start(tmp_path, job_spec(
-        tmp_path, "always", [*TRAIN, "--fail-task", "worker:2", "--fail-at-step", "3"],
+        tmp_path, "always", ["--steps", "60", "--step-time", "0.03",
+                             "--fail-task", "worker:2", "--fail-at-step", "3"],
         restart={"max_restarts": 2, "backoff_s": 0.05, "crash_loop_attempts": None}))
     with running(argv, run_dir, tmp_path) as job:
         assert job.wait() == 1

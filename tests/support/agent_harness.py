@@ -131,7 +131,7 @@ def _matching(message: Message, kind: type[M], task: str | None) -> M | None:
 
 
 @contextlib.contextmanager
-def agent(launch: Launch) -> Iterator[AgentUnderTest]:
+def agent(launch: Launch | None = None) -> Iterator[AgentUnderTest]:
     under_test = AgentUnderTest(launch)
     try:
         yield under_test

@@ -12,7 +12,8 @@ most :data:`GROUP_WORKERS` of them run a group at any time (two real-TensorFlow 
 per core, as before), and the others run the tests of no group from the start, beside them. A
 worker that finishes its group takes whatever is left; once every group has a worker, a free one
 takes only tests of no group, and one with nothing it may take waits until the others finish
-tests.
+tests. The groups of :data:`SIDE_GROUPS` share a fixture, not the CPU: they run beside the others
+and are not counted.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from xdist.workermanage import WorkerController
 
 #: How many workers may run a serial group at the same time.
 GROUP_WORKERS = 2
+#: Groups that are serial for a fixture they share (one sshd), not for the CPU (no TensorFlow,
+#: no Docker, no Slurm): they run beside the others and are not counted in GROUP_WORKERS. So the
+#: sshd tests (80 s) no longer hold one of the two group workers at the start.
+SIDE_GROUPS = frozenset({"ssh"})
 
 #: A work unit: the ids of its tests, and whether each one has finished.
 WorkUnit = dict[str, bool]
@@ -31,6 +36,11 @@ def is_group(scope: str) -> bool:
     """Whether a work unit of ``loadgroup`` is a serial group (its name) rather than a single
     test (its node id, ``path::name``)."""
     return "::" not in scope
+
+
+def is_counted(scope: str) -> bool:
+    """Whether a work unit is a group that counts in :data:`GROUP_WORKERS`."""
+    return is_group(scope) and scope not in SIDE_GROUPS
 
 
 class SerialGroupsScheduling(LoadGroupScheduling):
@@ -51,7 +61,7 @@ class SerialGroupsScheduling(LoadGroupScheduling):
         in_groups = sum(1 for other, units in self.assigned_work.items()
                         if other is not node and _runs_group(units))
         return next((scope for scope in self.workqueue
-                     if not is_group(scope) or in_groups < GROUP_WORKERS), None)
+                     if not is_counted(scope) or in_groups < GROUP_WORKERS), None)
 
     def mark_test_complete(self, node: WorkerController, item_index: int,
                            duration: float = 0) -> None:
@@ -63,4 +73,4 @@ class SerialGroupsScheduling(LoadGroupScheduling):
 
 
 def _runs_group(units: dict[str, WorkUnit]) -> bool:
-    return any(is_group(scope) and not all(unit.values()) for scope, unit in units.items())
+    return any(is_counted(scope) and not all(unit.values()) for scope, unit in units.items())

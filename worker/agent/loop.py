@@ -364,6 +364,7 @@ class Agent:
         if isinstance(first, int):
             return first
         launch, commands = first
+        self.silence.heard(time.monotonic())  # the launch is word from it: the wait is no silence
         if launch.process_table is not None:  # "~/..." names a path in this host's home
             self.table = process_table.TableKeeper(
                 os.path.expanduser(launch.process_table), launch.process_mark, note=note,

@@ -1,7 +1,7 @@
 """``make test``'s scheduler, driven the way xdist drives it (nodes added, their collections
 registered, ``schedule``, then a test completed at a time): at most two workers in a serial
 group at once, the others on the tests of no group from the start, every test run once, and
-every worker shut down at the end."""
+every worker shut down at the end; the sshd tests' group beside two others."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from tests.support.scheduling import GROUP_WORKERS, SerialGroupsScheduling, is_group
+from tests.support.scheduling import GROUP_WORKERS, SerialGroupsScheduling, is_counted
 
-GROUPS = {"slurm": 3, "netns": 3, "tensorflow-1": 3, "tensorflow-2": 3}
+#: The largest first (xdist queues by size): ssh, a group of SIDE_GROUPS, is the first taken.
+GROUPS = {"ssh": 5, "slurm": 3, "netns": 3, "tensorflow-1": 3, "tensorflow-2": 3}
 COLLECTION = [f"tests/{group}/test_x.py::test_{i}@{group}"
               for group, count in GROUPS.items() for i in range(count)] \
     + [f"tests/unit/test_y.py::test_{i}" for i in range(12)]
@@ -59,9 +60,13 @@ def scheduled(workers: int) -> tuple[SerialGroupsScheduling, list[Node]]:
     return scheduler, nodes
 
 
-def in_group(node: Node, done: set[int]) -> bool:
-    """Whether ``node`` has tests of a group still to run."""
-    return any(is_group(COLLECTION[i].split("@")[-1]) for i in node.sent if i not in done)
+def in_group(node: Node, done: set[int], group: Callable[[str], bool] = is_counted) -> bool:
+    """Whether ``node`` has tests of a counted group (or of those ``group`` says) still to run."""
+    return any(group(COLLECTION[i].split("@")[-1]) for i in node.sent if i not in done)
+
+
+def in_ssh(scope: str) -> bool:
+    return scope == "ssh"
 
 
 def run_all(scheduler: SerialGroupsScheduling, nodes: list[Node],
@@ -89,12 +94,14 @@ def rotating(turns: Iterator[int]) -> Callable[[list[Node]], Node]:
     return lambda busy: busy[next(turns) % len(busy)]
 
 
-def test_two_workers_take_groups_and_the_others_the_tests_of_no_group() -> None:
+def test_two_workers_take_groups_the_sshd_tests_a_third_and_the_others_no_group() -> None:
     _, nodes = scheduled(4)
     grouped = [node for node in nodes if in_group(node, set())]
     assert len(grouped) == GROUP_WORKERS
     for node in grouped:  # one group each, whole
         assert len({COLLECTION[i].split("@")[1] for i in node.sent}) == 1
+    ssh = [node for node in nodes if in_group(node, set(), in_ssh)]
+    assert len(ssh) == 1 and ssh[0] not in grouped
     for node in nodes:
         if node not in grouped:
             assert node.sent and not in_group(node, set())
@@ -117,8 +124,9 @@ def test_every_test_runs_once_never_more_than_two_groups_at_once_and_all_workers
 def test_a_worker_left_with_only_groups_waits_until_a_group_ends() -> None:
     scheduler, nodes = scheduled(3)
     light = next(n for n in nodes if not in_group(n, set()))
+    assert in_group(light, set(), in_ssh)  # the sshd tests first, beside two groups
     ran, _ = run_all(scheduler, [light], lambda busy: busy[0])  # the groups' workers run nothing
-    assert len(ran) == 12 and not in_group(light, set())
+    assert len(ran) == 5 + 12 and not in_group(light, set())
     assert scheduler.workqueue and not light.shutting_down  # two groups are left: it waits
     first = next(n for n in nodes if n is not light)
     finished = list(first.sent)
