@@ -326,12 +326,13 @@ def throughput_section(m: Measured, sizes: Sizes) -> list[str]:
     if not m.rates:
         return lines
     lines += ["`worker/examples/digits.py` as a user runs it (`worker.report` every step, "
-              "`TrainingCheckpoint` agreeing on a preemption notice about every 0.25 s of "
-              "training), the same example with `--no-helpers` (no report, no preemption check: "
-              "only the helpers differ), and `worker/examples/pch_digits.py` (the same MLP, data "
-              "and batch size under TensorFlow's own `PreemptionCheckpointHandler`, nothing of "
-              f"tfcluster imported). All under `tfcluster run`, 2 local workers, {sizes.rate_steps}"
-              " steps, interleaved; steps/s from each one's output (a line every "
+              "`TrainingCheckpoint` reading two local flags per step: under tfcluster the "
+              "coordinator picks a preemption's stop step, no collective runs), the same example "
+              "with `--no-helpers` (no report, no preemption check: only the helpers differ), and "
+              "`worker/examples/pch_digits.py` (the same MLP, data and batch size under "
+              "TensorFlow's own `PreemptionCheckpointHandler`, nothing of tfcluster imported). "
+              f"All under `tfcluster run`, 2 local workers, {sizes.rate_steps} steps, "
+              "interleaved; steps/s from each one's output (a line every "
               f"{throughput.LOG_EVERY} steps).", ""]
     return [*lines, *throughput.table(m.rates, sizes.rate_steps)]
 

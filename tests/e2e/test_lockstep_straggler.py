@@ -38,7 +38,7 @@ def lockstep_job(tmp_path: Path, *args: str) -> Path:
     spec: dict[str, Any] = {
         "name": "lockstep",
         "entrypoint": {"script": str(SCRIPT), "args": ["--seconds", "600", *args]},
-        "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+        "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp_path)},
         "tasks": [{"type": "worker", "count": 3}],
         "restart": {"max_restarts": 0},
         "health": {"grace_period_s": 3},

@@ -21,7 +21,7 @@ def test_a_resource_exhausted_error_is_reported_out_of_memory(tmp_path: Path) ->
     script = tmp_path / "greedy_tf.py"
     script.write_text(GREEDY)
     spec = {"name": "tf-oom", "entrypoint": {"script": str(script)},
-            "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+            "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp_path)},
             "tasks": [{"type": "worker", "count": 1}], "restart": {"max_restarts": 0}}
     with running(["run", str(write_spec(tmp_path, spec))], tmp_path / "run", tmp_path) as job:
         assert job.wait(120) == 1, job.stderr

@@ -46,7 +46,7 @@ def ps_job(tmp_path: Path, steps: int = STEPS, **restart: Any) -> Path:
                        "args": ["--steps", str(steps), "--save-every", "40",
                                 "--checkpoint-dir", str(tmp_path / "own-ckpt"),
                                 "--step-sleep", "0.03"]},
-        "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+        "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp_path)},
         "checkpoint": {"dir": str(tmp_path / "own-ckpt")},
         "tasks": [{"type": "chief"}, {"type": "worker", "count": 2}, {"type": "ps"}],
         "restart": {"max_restarts": 2, "max_task_restarts": 3, "backoff_s": 0.5, **restart},

@@ -32,7 +32,8 @@ def test_usr1_makes_every_task_save_at_one_step_and_the_requeued_job_resumes_the
     spec.write_text(yaml.safe_dump({
         "name": "pch", "entrypoint": {"module": "worker.examples.pch_digits",
                                       "args": ["--steps", "1000", "--termination-config"]},
-        "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}, "checkpoint": {"dir": str(tmp_path / "ckpt")},
+        "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp_path)},  # TF's autograph files
+        "checkpoint": {"dir": str(tmp_path / "ckpt")},
         "tasks": [{"type": "chief"}, {"type": "worker", "count": 2}],
         "restart": {"max_restarts": 0},
         "health": {"startup_timeout_s": None, "hang_timeout_s": None, "grace_period_s": 8},
