@@ -13,12 +13,10 @@ per core, as before), and the others run the tests of no group from the start, b
 worker that finishes its group takes whatever is left; once every group has a worker, a free one
 takes only tests of no group, and one with nothing it may take waits until the others finish
 tests. The groups of :data:`SIDE_GROUPS` share a fixture, not the CPU: they run beside the others
-and are not counted. The groups are taken longest first (:data:`GROUP_ORDER`).
+and are not counted.
 """
 
 from __future__ import annotations
-
-import itertools
 
 from xdist.scheduler import LoadGroupScheduling
 from xdist.workermanage import WorkerController
@@ -29,13 +27,6 @@ GROUP_WORKERS = 2
 #: no Docker, no Slurm): they run beside the others and are not counted in GROUP_WORKERS. So the
 #: sshd tests (80 s) no longer hold one of the two group workers at the start.
 SIDE_GROUPS = frozenset({"ssh"})
-
-#: The order in which the groups are taken, longest first (worker time in ``.ci/run`` here:
-#: netns 690-920 s, the most when the Docker image is built; tensorflow-1 760-820 s;
-#: tensorflow-2 200-240 s; slurm 180-185 s), not xdist's order by test count, which took slurm
-#: before tensorflow-2: the worker that ended its first group took slurm, and the other one ran
-#: tensorflow-2 last, alone. Groups not named here come after, in xdist's order.
-GROUP_ORDER = ("ssh", "netns", "tensorflow-1", "tensorflow-2", "slurm")
 
 #: A work unit: the ids of its tests, and whether each one has finished.
 WorkUnit = dict[str, bool]
@@ -66,13 +57,11 @@ class SerialGroupsScheduling(LoadGroupScheduling):
                                 if not done])
 
     def _next_scope(self, node: WorkerController) -> str | None:
-        """The first work unit that ``node`` may take: a group of :data:`GROUP_ORDER`, in that
-        order, else the first in the queue."""
+        """The first work unit in the queue that ``node`` may take."""
         in_groups = sum(1 for other, units in self.assigned_work.items()
                         if other is not node and _runs_group(units))
-        return next((scope for scope in itertools.chain(GROUP_ORDER, self.workqueue)
-                     if scope in self.workqueue
-                     and (not is_counted(scope) or in_groups < GROUP_WORKERS)), None)
+        return next((scope for scope in self.workqueue
+                     if not is_counted(scope) or in_groups < GROUP_WORKERS), None)
 
     def mark_test_complete(self, node: WorkerController, item_index: int,
                            duration: float = 0) -> None:

@@ -135,19 +135,3 @@ def test_a_worker_left_with_only_groups_waits_until_a_group_ends() -> None:
     done = {*ran, *finished}
     assert sum(in_group(node, done) for node in nodes) == GROUP_WORKERS
     assert scheduler.workqueue and not light.shutting_down  # the group that ended was replaced
-
-
-def groups_of(node: Node) -> list[str]:
-    """The groups sent to ``node``, in the order it got them."""
-    return list(dict.fromkeys(COLLECTION[i].split("@")[1] for i in node.sent
-                              if "@" in COLLECTION[i]))
-
-
-def test_the_groups_are_taken_in_group_order_not_by_their_test_count() -> None:
-    # xdist's queue has slurm before netns (as many tests, named first) and before tensorflow-2
-    scheduler, nodes = scheduled(3)
-    assert [groups_of(node) for node in nodes] == [["ssh"], ["netns"], ["tensorflow-1"]]
-    netns = nodes[1]
-    for index in list(netns.sent):
-        scheduler.mark_test_complete(cast(Any, netns), index)
-    assert groups_of(netns) == ["netns", "tensorflow-2"]
