@@ -28,7 +28,11 @@ def test_a_restarted_job_is_one_continuous_curve_per_task(tmp_path: Path) -> Non
         assert job.wait(90) == 0, job.stderr
     events = job.events()
     resumed = next(e for e in events if e["event"] == "attempt_started" and e["attempt"] == 1)
-    assert resumed["resume_step"] == 50
+    # the chief's checkpoint at step 50, or a later one when worker:1 (the last to get one of
+    # the host's start-up slots) started late enough, on a loaded machine, for the chief to save
+    # step 60 before worker:1 reached step 55
+    resume = resumed["resume_step"]
+    assert resume >= 50 and resume % 10 == 0
     second_start = resumed["ts"]
 
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -41,7 +45,7 @@ def test_a_restarted_job_is_one_continuous_curve_per_task(tmp_path: Path) -> Non
             steps = [s for a, s in mine if a == attempt]
             assert steps == sorted(set(steps)), (task, attempt)
         assert next(s for a, s in mine if a == 0) == 1
-        assert next(s for a, s in mine if a == 1) == 51 and mine[-1] == (1, STEPS)
+        assert next(s for a, s in mine if a == 1) == resume + 1 and mine[-1] == (1, STEPS)
 
     board = run_dir / "tensorboard"
     assert sorted(p.name for p in board.iterdir()) == ["chief-0", "job", "worker-0", "worker-1"]
@@ -51,7 +55,7 @@ def test_a_restarted_job_is_one_continuous_curve_per_task(tmp_path: Path) -> Non
         steps = [step for _, step, _ in points]
         # one series: attempt 0's points up to the resume step, then attempt 1's; no step twice
         assert steps == sorted(set(steps)) and steps[0] == 1 and steps[-1] == STEPS, run
-        assert all((wall >= second_start) == (step > 50) for wall, step, _ in points), run
+        assert all((wall >= second_start) == (step > resume) for wall, step, _ in points), run
         assert points[-1][2] == pytest.approx(1.0 / STEPS)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["metrics"]["reports"] == len(lines)
