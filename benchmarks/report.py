@@ -13,7 +13,7 @@ import early_kills
 import exit_detection
 import launch_overhead
 import launch_report
-import recovery
+import recovery_report
 import throughput
 import warm_spares
 from common import REPO, CommandLog, median, percentile
@@ -69,9 +69,9 @@ class Measured:
     launch: list[launch_overhead.SizeResult] = field(default_factory=list)
     exit_detection: list[exit_detection.DetectionSample] = field(default_factory=list)
     exit_detection_errors: list[str] = field(default_factory=list)
-    local: list[recovery.Results] = field(default_factory=list)  # trivial job: cold [, warm]
-    ssh: list[recovery.Results] = field(default_factory=list)
-    digits: list[recovery.Results] = field(default_factory=list)  # cold [, warm]
+    local: list[recovery_report.Results] = field(default_factory=list)  # trivial job: cold [, warm]
+    ssh: list[recovery_report.Results] = field(default_factory=list)
+    digits: list[recovery_report.Results] = field(default_factory=list)  # cold [, warm]
     tf_import_s: float | None = None
     warm: warm_spares.Probe | None = None
     early_kills: list[early_kills.Moment] = field(default_factory=list)  # plain MWMS, cold/warm
@@ -100,7 +100,7 @@ class RunInfo:
     bytecode: str  # how tfcluster's modules were loaded (machine.compile_bytecode)
 
 
-def labelled(all_results: Sequence[recovery.Results], label: str) -> recovery.Results | None:
+def labelled(all_results: Sequence[recovery_report.Results], label: str) -> recovery_report.Results | None:
     return next((r for r in all_results if r.label == label and r.drills), None)
 
 
@@ -208,15 +208,15 @@ def detection_section(m: Measured) -> list[str]:
                   "`restart.backoff_s: 0`): locally, and with both tasks on a throwaway sshd on "
                   "127.0.0.1 (its own host key and client key in a temporary directory, an empty "
                   "HOME for tfcluster).", ""]
-        lines += [*recovery.detection_table(
+        lines += [*recovery_report.detection_table(
             drills, "### SIGKILL of worker:1 by the drill (the agent sends it)"), ""]
     if m.exit_detection:
         lines += [*exit_detection.detection_table(m.exit_detection, m.exit_detection_errors), ""]
-    lines += recovery.error_lines(drills)
+    lines += recovery_report.error_lines(drills)
     return lines
 
 
-def restart_table(all_results: Sequence[recovery.Results]) -> list[str]:
+def restart_table(all_results: Sequence[recovery_report.Results]) -> list[str]:
     lines = [
         "### Restart latency: death -> every task of the next attempt started (seconds)",
         "",
@@ -247,16 +247,16 @@ def restart_section(m: Measured) -> list[str]:
     if not drills:
         return lines
     lines += restart_table([*drills, *(r for r in m.local if r.label == WARM and r.drills)])
-    lines += ["", *recovery.breakdown_table(drills), ""]
+    lines += ["", *recovery_report.breakdown_table(drills), ""]
     lost = sorted({d.steps_lost for r in drills for d in r.drills})
     w = drills[0].workload
     lines.append(f"- steps lost per drill: {'/'.join(map(str, lost))} (killed at step {w.at_step}, "
                  f"the last checkpoint at step {w.at_step // w.checkpoint_every * w.checkpoint_every})")
-    lines += recovery.setup_lines(drills, 0.0)[2:]
+    lines += recovery_report.setup_lines(drills, 0.0)[2:]
     return lines
 
 
-def ratio_line(all_results: Sequence[recovery.Results], what: str, target: Target | None) -> str:
+def ratio_line(all_results: Sequence[recovery_report.Results], what: str, target: Target | None) -> str:
     cold, warm = labelled(all_results, LOCAL), labelled(all_results, WARM)
     if cold is None or warm is None:
         return f"- {what}: warm / cold not measured (no successful drill of one of them)"
@@ -283,18 +283,18 @@ def warm_section(m: Measured) -> list[str]:
                   f"spares import {imports}.", ""]
         if labelled(m.local, WARM) is not None:
             lines += ["### Fake trainer (the trivial 2-task job of section 2)", "",
-                      *recovery.breakdown_table(m.local, "####"), "",
+                      *recovery_report.breakdown_table(m.local, "####"), "",
                       ratio_line(m.local, "fake trainer", None),
-                      *recovery.cold_reason_lines(m.local), ""]
+                      *recovery_report.cold_reason_lines(m.local), ""]
     if m.digits:
         digits = m.digits[0].workload
         lines += [f"### digits (TensorFlow MWMS, 2 workers, {digits.steps} steps, checkpoint every "
                   f"{digits.checkpoint_every}, worker:1 killed at step {digits.at_step}, "
                   "`restart.backoff_s: 0`)", "",
-                  *recovery.breakdown_table(m.digits, "####"), ""]
+                  *recovery_report.breakdown_table(m.digits, "####"), ""]
         if m.warm.available:
             lines.append(ratio_line(m.digits, "digits", WARM_COLD_RATIO))
-            lines += recovery.cold_reason_lines(m.digits)
+            lines += recovery_report.cold_reason_lines(m.digits)
         colds = [d.cold.total_s for r in m.digits for d in r.drills]
         if colds:
             lines.append(f"- reference: a cold start of the same job (Popen -> first step, the "
@@ -302,7 +302,7 @@ def warm_section(m: Measured) -> list[str]:
         if m.tf_import_s is not None:
             lines.append(f"- reference: `python -c 'import tensorflow'` alone: "
                          f"{m.tf_import_s:.2f} s")
-        lines += recovery.error_lines(m.digits)
+        lines += recovery_report.error_lines(m.digits)
     return [*lines, *early_kills.section(m.early_kills)]
 
 

@@ -53,7 +53,8 @@ import coordinator_load
 import early_kills
 import exit_detection
 import launch_overhead
-import recovery
+import recovery_measure
+import recovery_workloads
 import throughput
 import warm_spares
 from common import REPO, CommandLog, Tfcluster, default_tfcluster, loadavg, new_marker, progress
@@ -86,19 +87,19 @@ QUICK = Sizes(launch_sizes=(1, 8), launch_repeats=1, exit_detections=3, drills=3
               rate_repeats=1)
 
 
-def trivial_job() -> recovery.Workload:
-    return recovery.fake_workload(workers=2, steps=40, checkpoint_every=10, at_step=25,
-                                  key="trivial")
+def trivial_job() -> recovery_workloads.Workload:
+    return recovery_workloads.fake_workload(workers=2, steps=40, checkpoint_every=10, at_step=25,
+                                            key="trivial")
 
 
-def digits_job(quick: bool) -> recovery.Workload:
+def digits_job(quick: bool) -> recovery_workloads.Workload:
     if quick:
-        return recovery.digits_workload(steps=120, checkpoint_every=30, at_step=70)
+        return recovery_workloads.digits_workload(steps=120, checkpoint_every=30, at_step=70)
     # The fault comes once the spares are ready: they are filled at the first step and import
     # TensorFlow on what the training leaves of the 2 cores, ~10 s. With the helpers costing
     # nothing per step (issue 26) digits trains ~200 steps/s here: 3000 steps take ~15 s (an
     # earlier fault, while the spares still import, is what early_kills.py measures).
-    return recovery.digits_workload(steps=3600, checkpoint_every=600, at_step=3000)
+    return recovery_workloads.digits_workload(steps=3600, checkpoint_every=600, at_step=3000)
 
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -115,20 +116,20 @@ def attempt(measured: Measured, heading: str, what: str, step: Callable[[], None
         measured.note(heading, f"- **{what}: could not be measured**: {type(exc).__name__}: {exc}")
 
 
-def variants(cli: Tfcluster, w: recovery.Workload,
-             warm: warm_spares.Probe | None) -> list[recovery.Variant]:
+def variants(cli: Tfcluster, w: recovery_workloads.Workload,
+             warm: warm_spares.Probe | None) -> list[recovery_workloads.Variant]:
     """Cold, and when this build has them, with warm spares that import ``w.heavy_import``."""
-    cold = recovery.Variant(LOCAL, cli)
+    cold = recovery_workloads.Variant(LOCAL, cli)
     if warm is None or not warm.available:
         return [cold]
     overrides = warm.overrides(w.heavy_import)
-    return [cold, recovery.Variant(WARM, cli, overrides=lambda: overrides)]
+    return [cold, recovery_workloads.Variant(WARM, cli, overrides=lambda: overrides)]
 
 
-def ssh_variant(cli: Tfcluster, host: SshHost, workers: int) -> recovery.Variant:
-    return recovery.Variant(SSH, cli.with_env(host.cli_env()),
-                            overrides=lambda: host.spec_overrides(workers),
-                            check_after=host.check_no_sessions)
+def ssh_variant(cli: Tfcluster, host: SshHost, workers: int) -> recovery_workloads.Variant:
+    return recovery_workloads.Variant(SSH, cli.with_env(host.cli_env()),
+                                      overrides=lambda: host.spec_overrides(workers),
+                                      check_after=host.check_no_sessions)
 
 
 def measure_kills(m: Measured, cli: Tfcluster, quick: bool, tmp: Path) -> None:
@@ -158,8 +159,8 @@ def measure_all(cli: Tfcluster, sizes: Sizes, args: argparse.Namespace, tmp: Pat
             m.note(WARM_SPARES, "- fake trainer with warm spares: not measured (this build "
                    "cannot say what spares import: no `entrypoint.preload`)")
             warm = None
-        m.local = recovery.measure(trivial, variants(cli, trivial, warm), sizes.drills, 0.0,
-                                   tmp=tmp, cold=False)
+        m.local = recovery_measure.measure(trivial, variants(cli, trivial, warm), sizes.drills, 0.0,
+                                           tmp=tmp, cold=False)
 
     def own_exits() -> None:
         m.exit_detection = exit_detection.measure_detection(
@@ -168,17 +169,17 @@ def measure_all(cli: Tfcluster, sizes: Sizes, args: argparse.Namespace, tmp: Pat
     def ssh_drills() -> None:
         try:
             with throwaway_sshd(tmp) as host:
-                m.ssh = recovery.measure(trivial, [ssh_variant(cli, host, 2)], sizes.ssh_drills,
-                                         0.0, tmp=tmp, cold=False)
+                m.ssh = recovery_measure.measure(trivial, [ssh_variant(cli, host, 2)],
+                                                 sizes.ssh_drills, 0.0, tmp=tmp, cold=False)
         except SshdUnavailableError as exc:
             m.note(DETECTION, f"- over SSH: not measured: {exc}")
 
     def digits() -> None:
         w = digits_job(args.quick)
-        m.digits = recovery.measure(w, variants(cli, w, m.warm), sizes.tf_drills, 0.0, tmp=tmp,
-                                    cold=False)
+        m.digits = recovery_measure.measure(w, variants(cli, w, m.warm), sizes.tf_drills, 0.0,
+                                            tmp=tmp, cold=False)
         with contextlib.suppress(subprocess.CalledProcessError):
-            m.tf_import_s = recovery.time_tf_import(1)[0]
+            m.tf_import_s = recovery_measure.time_tf_import(1)[0]
 
     def load() -> None:
         m.load = coordinator_load.measure(cli, sizes.idle_sizes, sizes.idle_window_s, tmp,

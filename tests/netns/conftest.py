@@ -1,5 +1,5 @@
 """Fixtures for tests whose "hosts" are Linux network namespaces on a bridge, each with its own sshd
-(see ``tests.netns.hosts``). They need root; without it (or where ``ip netns add`` is refused) the
+(see ``tests.netns.lifecycle``). They need root; without it (or where ``ip netns add`` is refused) the
 tests are skipped with the reason. A missing openssh-server is an error: ``make sshd`` installs it.
 
     def test_something(netns_hosts: NetnsHostsFactory, tmp_path: Path) -> None:
@@ -15,16 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.netns.hosts import (
-    NetnsCluster,
-    NetnsHostsFactory,
-    NetnsUnavailableError,
-    SshdMissingError,
-    check_available,
-    create_cluster,
-    require_sshd,
-    sweep_stale,
-)
+from tests.netns.cluster import NetnsCluster, NetnsHostsFactory
+from tests.netns.lifecycle import create_cluster, sweep_stale
+from tests.netns.plumbing import NetnsUnavailableError, SshdMissingError, check_available, require_sshd
 from tests.support.tiers import skip_tier
 
 _MARKER = "netns: runs Linux network namespaces with an sshd each (needs root)"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.netns.hosts import NetnsCluster, NetnsHost, NetnsHostsFactory
+from tests.netns.cluster import NetnsCluster, NetnsHost, NetnsHostsFactory
 from tests.support.jobs import FAKE_TRAINER, REPO
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(180)]

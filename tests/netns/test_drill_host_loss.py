@@ -27,7 +27,7 @@ from launcher.job.tasks import TaskState
 from launcher.run.events import Event
 from launcher.spec.loading import spec_from_dict
 from launcher.spec.model import ClusterSpec
-from tests.netns.hosts import NetnsCluster, NetnsHostsFactory
+from tests.netns.cluster import NetnsCluster, NetnsHostsFactory
 from tests.support.jobs import FAKE_TRAINER, REPO, running
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(120)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.netns.hosts import NetnsHostsFactory
+from tests.netns.cluster import NetnsHostsFactory
 from tests.support.jobs import FAKE_TRAINER, REPO, running, wait_until_gone
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(240)]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.tfjobs import TEST_TIMEOUT_S, finished, requires_tf, tf_job
-from tests.netns.hosts import NetnsHostsFactory
+from tests.netns.cluster import NetnsHostsFactory
 from tests.support.jobs import (
     FAKE_TRAINER,
     REPO,

@@ -19,19 +19,16 @@ import psutil
 import pytest
 
 from launcher.spec.loading import load_spec
-from tests.netns.hosts import (
-    REPO_ROOT,
+from tests.netns.cluster import REPO_ROOT, NetnsHost, NetnsHostsFactory
+from tests.netns.lifecycle import create_cluster, sweep_stale
+from tests.netns.plumbing import (
     TEST_NETWORK,
-    NetnsHost,
-    NetnsHostsFactory,
     NetnsUnavailableError,
     check_available,
-    create_cluster,
     links,
     namespaces,
     residue,
     state_path,
-    sweep_stale,
 )
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(120)]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.tfjobs import TEST_TIMEOUT_S, finished, requires_tf, tf_job, wait_while_running
-from tests.netns.hosts import DEFAULT_TASK_PORT, NetnsCluster, NetnsHostsFactory
+from tests.netns.cluster import DEFAULT_TASK_PORT, NetnsCluster, NetnsHostsFactory
 from tests.support.jobs import REPO, write_spec
 
 pytestmark = [pytest.mark.netns, pytest.mark.e2e, requires_tf,

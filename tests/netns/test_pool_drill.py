@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.netns.hosts import DEFAULT_TASK_PORT, NetnsHostsFactory
+from tests.netns.cluster import DEFAULT_TASK_PORT, NetnsHostsFactory
 from tests.support.jobs import FAKE_TRAINER, REPO, running, wait_until_gone
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(240)]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.netns.hosts import DEFAULT_TASK_PORT, NetnsCluster, NetnsHostsFactory
+from tests.netns.cluster import DEFAULT_TASK_PORT, NetnsCluster, NetnsHostsFactory
 from tests.support.jobs import FAKE_TRAINER, REPO, read_events, running, wait_until_gone
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(180)]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.tfjobs import TEST_TIMEOUT_S, finished, requires_tf, tf_job, wait_while_running
-from tests.netns.hosts import DEFAULT_TASK_PORT, NetnsHostsFactory
+from tests.netns.cluster import DEFAULT_TASK_PORT, NetnsHostsFactory
 
 pytestmark = [pytest.mark.netns, pytest.mark.e2e, requires_tf,
               pytest.mark.timeout(TEST_TIMEOUT_S)]

@@ -7,6 +7,10 @@ one host, so no network namespace is needed. Every process of the cluster, and e
 carries ``TFC_SLURM_TEST=<token>`` in its environment; :meth:`SlurmCluster.stop` ends the daemons
 it started by pid and then kills whatever still carries the token (slurmstepd, agents, tasks), so
 nothing is left behind even when a test failed.
+
+Below the cluster, the helpers the Slurm tests share: a spec of the fake trainer on the
+allocation, the CLI's argv, waiting for what a job writes, its events of one kind, the agent on a
+node and the state of a batch job.
 """
 
 from __future__ import annotations
@@ -17,14 +21,20 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
 
 from tests.support import procs
+from tests.support.jobs import FAKE_TRAINER, Event
 
 TOKEN_VAR = "TFC_SLURM_TEST"
 DAEMONS = ("munged", "slurmctld", "slurmd")
@@ -200,3 +210,62 @@ def create_cluster(nodes: int = 4) -> SlurmCluster:
         cluster.stop()
         raise
     return cluster
+
+
+# --- what the tests run on it --------------------------------------------------------------------
+
+
+def spec_file(directory: Path, name: str, *, args: list[str], slurm: dict[str, Any] | None = None,
+              workers: int = 2, placement: dict[str, Any] | None = None, **fields: Any) -> Path:
+    """A spec on the allocation's nodes; ``slurm``: fields under the old names (``slurm:``),
+    else ``placement`` (``placement:``, the fields' names now)."""
+    spec: dict[str, Any] = {
+        "name": name,
+        "entrypoint": {"script": str(FAKE_TRAINER), "args": args},
+        "tasks": [{"type": "chief"}, {"type": "worker", "count": workers}],
+        "restart": {"max_restarts": 1, "backoff_s": 0.1},
+        "health": {"grace_period_s": 3, "heartbeat_timeout_s": 10},
+        **({"slurm": {"port": 24600, **slurm}} if slurm is not None else
+           {"slurm": {}, "placement": {"port": 24600, "wait_for_hosts_s": 0,
+                                       **(placement or {})}}),
+        **fields,
+    }
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def tfcluster(*args: str) -> list[str]:
+    return [sys.executable, "-m", "launcher", *args]
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 40.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(0.1)  # polling files another process writes
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def of(events: list[Event], kind: str) -> list[Event]:
+    return [e for e in events if e["event"] == kind]
+
+
+def _agent_on(slurm: SlurmCluster, node: str) -> psutil.Process | None:
+    for proc in procs.with_env(TOKEN_VAR, slurm.token):
+        try:
+            if "worker.agent" in proc.cmdline() and proc.environ().get("SLURMD_NODENAME") == node:
+                return proc
+        except psutil.Error:
+            continue
+    return None
+
+
+def _job_state(slurm: SlurmCluster, job_id: str) -> str:
+    done = slurm.run(["scontrol", "show", "job", "-o", job_id], check=False)
+    for item in done.stdout.split():
+        if item.startswith("JobState="):
+            return item.split("=", 1)[1]
+    return ""

@@ -16,8 +16,7 @@ import pytest
 import yaml
 
 from tests.e2e.tfjobs import requires_tf
-from tests.slurm.cluster import SlurmCluster
-from tests.slurm.test_slurm import _job_state, wait_for
+from tests.slurm.cluster import SlurmCluster, _job_state, wait_for
 from tests.support.jobs import REPO, read_events
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.timeout(300), requires_tf]

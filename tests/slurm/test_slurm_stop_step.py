@@ -13,8 +13,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.slurm.cluster import TOKEN_VAR, SlurmCluster
-from tests.slurm.test_slurm import _job_state, wait_for
+from tests.slurm.cluster import TOKEN_VAR, SlurmCluster, _job_state, wait_for
 from tests.support import procs
 from tests.support.jobs import REPO, read_events
 

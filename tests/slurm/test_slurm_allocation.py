@@ -1,6 +1,7 @@
-"""tfcluster on a real Slurm cluster (four slurmd daemons on this host, see tests.slurm.cluster):
-placement on the allocation's nodes, agents as job steps, restarts, a lost step with a spare node,
-no orphans after a coordinator SIGKILL, submission, USR1 + requeue, and bad input."""
+"""tfcluster inside an allocation (``salloc``) on a real Slurm cluster (four slurmd daemons on
+this host, see tests.slurm.cluster): the plan on the allocation's nodes, agents as job steps,
+restarts, a lost step moved to a spare node or shrinking the job, no orphans after a coordinator
+SIGKILL, pre-flight on every node, and bad input."""
 
 from __future__ import annotations
 
@@ -9,66 +10,22 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
-import yaml
 
-from tests.slurm.cluster import TOKEN_VAR, SlurmCluster
+from tests.slurm.cluster import TOKEN_VAR, SlurmCluster, _agent_on, of, spec_file, tfcluster, wait_for
 from tests.support import procs
-from tests.support.jobs import FAKE_TRAINER, REPO, read_events
+from tests.support.jobs import REPO, Event, read_events
 from worker.wire.module_start import START_CODE
 from worker.wire.version import TFCLUSTER_VERSION
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(120)]
 
-Event = dict[str, Any]
-
-
-def spec_file(directory: Path, name: str, *, args: list[str], slurm: dict[str, Any] | None = None,
-              workers: int = 2, placement: dict[str, Any] | None = None, **fields: Any) -> Path:
-    """A spec on the allocation's nodes; ``slurm``: fields under the old names (``slurm:``),
-    else ``placement`` (``placement:``, the fields' names now)."""
-    spec: dict[str, Any] = {
-        "name": name,
-        "entrypoint": {"script": str(FAKE_TRAINER), "args": args},
-        "tasks": [{"type": "chief"}, {"type": "worker", "count": workers}],
-        "restart": {"max_restarts": 1, "backoff_s": 0.1},
-        "health": {"grace_period_s": 3, "heartbeat_timeout_s": 10},
-        **({"slurm": {"port": 24600, **slurm}} if slurm is not None else
-           {"slurm": {}, "placement": {"port": 24600, "wait_for_hosts_s": 0,
-                                       **(placement or {})}}),
-        **fields,
-    }
-    path = directory / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
-def tfcluster(*args: str) -> list[str]:
-    return [sys.executable, "-m", "launcher", *args]
-
 
 def salloc(nodes: int, *argv: str) -> list[str]:
     return ["salloc", "-Q", f"--nodes={nodes}", *argv]
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 40.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.1)  # polling files another process writes
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def of(events: list[Event], kind: str) -> list[Event]:
-    return [e for e in events if e["event"] == kind]
 
 
 def hosts_of(events: list[Event], attempt: int) -> set[str]:
@@ -100,17 +57,6 @@ def test_too_few_nodes_is_one_line(slurm: SlurmCluster, tmp_path: Path) -> None:
         f"tfcluster: {old}: slurm.spare_nodes is now placement.spares (slurm.spare_nodes still "
         "works)",
         f"tfcluster: {old}: slurm.port is now placement.port (slurm.port still works)"]
-
-
-def test_unknown_partition_is_one_line(slurm: SlurmCluster, tmp_path: Path) -> None:
-    spec = spec_file(tmp_path, "part", args=[])
-    done = slurm.run(tfcluster("submit", str(spec), "--nodes", "3", "--partition", "nosuch",
-                               "--run-dir", str(tmp_path / "run")), check=False, cwd=REPO)
-    assert done.returncode == 1
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("tfcluster: sbatch --parsable failed (exit 1):")
-    assert "partition" in lines[0].lower()
 
 
 # --- plan and run on the allocation ------------------------------------------------------------
@@ -151,16 +97,6 @@ def test_a_task_killed_on_one_node_restarts_the_whole_job_from_the_checkpoint(
     firsts = {e["step"] for e in of(events, "task_progress") if e["attempt"] == 1 and e["first"]}
     assert firsts == {restart["resume_step"] + 1}  # every task resumed after the checkpoint
     assert of(events, "job_succeeded")
-
-
-def _agent_on(slurm: SlurmCluster, node: str) -> psutil.Process | None:
-    for proc in procs.with_env(TOKEN_VAR, slurm.token):
-        try:
-            if "worker.agent" in proc.cmdline() and proc.environ().get("SLURMD_NODENAME") == node:
-                return proc
-        except psutil.Error:
-            continue
-    return None
 
 
 def test_a_lost_step_moves_the_next_attempt_to_the_spare_node(
@@ -274,121 +210,7 @@ def _cmdline(proc: psutil.Process) -> list[str]:
         return []
 
 
-# --- submission ----------------------------------------------------------------------------------
-
-
-def test_submit_dry_run_prints_the_batch_script(slurm: SlurmCluster, tmp_path: Path) -> None:
-    spec = spec_file(tmp_path, "dry", args=[])
-    run_dir = tmp_path / "runs" / "dry"
-    done = slurm.run(tfcluster("submit", str(spec), "--nodes", "3", "--time", "1:00:00",
-                               "--partition", "debug", "--account", "ml", "--grace", "60",
-                               "--run-dir", str(run_dir), "--dry-run"), cwd=REPO)
-    lines = done.stdout.splitlines()
-    assert lines[:12] == [
-        "#!/bin/bash",
-        "#SBATCH --job-name=tfcluster-dry",
-        "#SBATCH --nodes=3",
-        "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --signal=B:USR1@60",
-        "#SBATCH --requeue",
-        "#SBATCH --open-mode=append",
-        f"#SBATCH --output={run_dir}/slurm-%j.out",
-        f"#SBATCH --chdir={REPO}",
-        "#SBATCH --time=1:00:00",
-        "#SBATCH --partition=debug",
-        "#SBATCH --account=ml",
-    ]
-    assert f"run_dir={run_dir}" in lines
-    assert f"spec={spec}" in lines
-    assert '  set -- run --resume "$run_dir" --quiet' in lines
-    assert '  set -- run "$spec" --run-dir "$run_dir" --quiet' in lines
-    assert "trap 'stopped=1; kill -USR1 \"$pid\" 2>/dev/null' USR1" in lines
-    assert "trap 'kill -TERM \"$pid\" 2>/dev/null' TERM" in lines
-    assert f'{sys.executable} -m launcher "$@" &' in lines
-    assert '  scontrol requeue "$SLURM_JOB_ID"' in lines
-    assert '  sbatch --exclude="$exclude" "$script"' in lines
-    assert lines[-1] == 'exit "$rc"'
-    assert not run_dir.exists()  # a dry run writes nothing
-
-
-def _job_state(slurm: SlurmCluster, job_id: str) -> str:
-    done = slurm.run(["scontrol", "show", "job", "-o", job_id], check=False)
-    for item in done.stdout.split():
-        if item.startswith("JobState="):
-            return item.split("=", 1)[1]
-    return ""
-
-
-def test_a_submitted_job_runs_to_completion(slurm: SlurmCluster, tmp_path: Path) -> None:
-    spec = spec_file(tmp_path, "done", args=["--steps", "5", "--bind"])
-    run_dir = tmp_path / "runs" / "done"
-    done = slurm.run(tfcluster("submit", str(spec), "--nodes", "3", "--run-dir", str(run_dir)),
-                     cwd=REPO)
-    job_id = done.stdout.strip()
-    assert job_id.isdigit()
-    assert "tfcluster status" in done.stderr
-    wait_for("the job to complete", lambda: _job_state(slurm, job_id) == "COMPLETED", 60)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "succeeded"
-    assert summary["slurm"]["job_id"] == job_id
-
-
-def test_usr1_saves_requeues_and_resumes_the_same_run(slurm: SlurmCluster,
-                                                      tmp_path: Path) -> None:
-    spec = spec_file(tmp_path, "requeue", args=["--steps", "60", "--step-time", "0.1",
-                                                "--checkpoint-every", "5"],
-                     checkpoint={"dir": str(tmp_path / "ckpt")})
-    run_dir = tmp_path / "runs" / "requeue"
-    done = slurm.run(tfcluster("submit", str(spec), "--nodes", "3", "--run-dir", str(run_dir)),
-                     cwd=REPO)
-    job_id = done.stdout.strip()
-    wait_for("a checkpoint", lambda: [e for e in of(read_events(run_dir), "task_progress")
-                                      if e["task"] == "chief:0" and e["step"] >= 12])
-    slurm.run(["scancel", "--batch", "--signal=USR1", job_id])
-    wait_for("the requeued job to complete", lambda: _job_state(slurm, job_id) == "COMPLETED",
-             100)
-    out = "\n".join(p.read_text() for p in run_dir.glob("slurm-*.out"))
-    assert f"slurm job {job_id} restart 0" in out
-    assert f"slurm job {job_id} restart 1" in out
-    assert "stopped by Slurm; requeueing" in out
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "succeeded"
-    assert summary["slurm"]["restart_count"] == 1
-    events = read_events(run_dir)
-    announced = [(e["attempt"], e["job_id"], e["restart_count"]) for e in
-                 of(events, "slurm_attempt")]
-    assert announced == [(0, job_id, 0), (1, job_id, 1)]
-    firsts = [e for e in of(events, "task_progress") if e["first"] and e["task"] == "chief:0"]
-    assert firsts[0]["step"] <= 1 and firsts[-1]["step"] >= 10  # resumed, not from the start
-
-
-def test_a_node_lost_too_often_is_excluded_from_a_resubmitted_job(
-        slurm: SlurmCluster, tmp_path: Path) -> None:
-    spec = spec_file(tmp_path, "exclude", args=["--steps", "40", "--step-time", "0.05",
-                                                "--checkpoint-every", "5"],
-                     slurm={"max_node_failures": 1}, checkpoint={"dir": str(tmp_path / "ckpt")})
-    run_dir = tmp_path / "runs" / "exclude"
-    done = slurm.run(tfcluster("submit", str(spec), "--nodes", "3", "--run-dir", str(run_dir)),
-                     cwd=REPO)
-    first_job = done.stdout.strip()
-    wait_for("progress on n2", lambda: [e for e in of(read_events(run_dir), "task_progress")
-                                        if e["task"] == "worker:0" and e["step"] >= 6])
-    agent = wait_for("the agent of n2", lambda: _agent_on(slurm, "n2"))
-    agent.kill()
-    wait_for("the first job to end", lambda: _job_state(slurm, first_job) == "COMPLETED" or
-             _job_state(slurm, first_job) == "FAILED", 60)
-    assert (run_dir / "slurm-exclude-nodes").read_text() == "n2\n"
-    summary_path = run_dir / "summary.json"
-    wait_for("the resubmitted job to succeed", lambda: summary_path.exists() and json.loads(
-        summary_path.read_text())["status"] == "succeeded", 90)
-    summary = json.loads(summary_path.read_text())
-    assert summary["slurm"]["job_id"] != first_job
-    assert summary["slurm"]["nodes"] == ["n1", "n3", "n4"]
-    events = read_events(run_dir)
-    assert [e["nodes"] for e in of(events, "slurm_attempt")] == [["n1", "n2", "n3"],
-                                                                 ["n1", "n3", "n4"]]
-    out = "\n".join(p.read_text() for p in run_dir.glob("slurm-*.out"))
-    assert "submitting again without n2" in out
+# --- pre-flight ----------------------------------------------------------------------------------
 
 
 def test_preflight_checks_every_node_and_run_refuses_a_node_that_is_not_ready(
