@@ -81,7 +81,7 @@ DEFAULT_OUT = REPO / "benchmarks" / "RESULTS.md"
 
 FULL = Sizes(launch_sizes=(1, 8, LAUNCH_N, 256), launch_repeats=5, exit_detections=10, drills=20,
              ssh_drills=10, tf_drills=5, idle_sizes=(IDLE_N, 256), idle_window_s=20.0,
-             rate_steps=2000, rate_repeats=3)
+             rate_steps=2000, rate_repeats=6)
 QUICK = Sizes(launch_sizes=(1, 8), launch_repeats=1, exit_detections=3, drills=3, ssh_drills=2,
               tf_drills=1, idle_sizes=(IDLE_N,), idle_window_s=3.0, rate_steps=600,
               rate_repeats=1)

@@ -3,10 +3,10 @@ same example without them.
 
 Run it with the project's interpreter (needs TensorFlow)::
 
-    .venv/bin/python benchmarks/throughput.py [--steps 2000] [--repeats 3]
+    .venv/bin/python benchmarks/throughput.py [--steps 2000] [--repeats 6]
 
 ``worker/examples/digits.py`` as a user runs it (``worker.report`` every step, ``TrainingCheckpoint``
-with its preemption agreement) is compared with the same example run with ``--no-helpers`` (no
+reading two local flags per step) is compared with the same example run with ``--no-helpers`` (no
 report, no preemption check: only the helpers differ), and with ``worker/examples/pch_digits.py``
 (the same MLP, data and batch size checkpointed by TensorFlow's own ``PreemptionCheckpointHandler``,
 importing nothing of tfcluster). All run under ``tfcluster run`` on two local workers, interleaved,
@@ -17,6 +17,11 @@ Steps/s is measured on worker:0 from the step after a warm-up (a tenth of the st
 the first step traces the ``tf.function``) to the last one, the same way for every example: from
 its own output lines (``[digits worker:0] step N ...`` every ``--log-every`` steps), stamped as
 they reach this process through tfcluster's console on a pipe.
+
+Six runs each by default: on the 2-core machine of ``RESULTS.md`` one run of the same example
+varies by 10-30% (107 to 142 steps/s for ``--no-helpers`` in one series of six), while what is
+compared is a few percent; the medians of 3 runs gave 0.92x in one run of ``run_all.py`` and the
+medians of 6, right after, 0.99x.
 """
 
 from __future__ import annotations
@@ -211,7 +216,7 @@ def table(all_results: Sequence[Results], steps: int) -> list[str]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=2000, help="steps per run (default 2000)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per example (default 3)")
+    parser.add_argument("--repeats", type=int, default=6, help="runs per example (default 6)")
     parser.add_argument("--tfcluster", type=shlex.split, default=default_tfcluster(),
                         help="how to run tfcluster (default: the console script beside this python)")
     args = parser.parse_args(argv)
