@@ -18,10 +18,10 @@ the first step traces the ``tf.function``) to the last one, the same way for eve
 its own output lines (``[digits worker:0] step N ...`` every ``--log-every`` steps), stamped as
 they reach this process through tfcluster's console on a pipe.
 
-Six runs each by default: on the 2-core machine of ``RESULTS.md`` one run of the same example
-varies by 10-30% (107 to 142 steps/s for ``--no-helpers`` in one series of six), while what is
-compared is a few percent; the medians of 3 runs gave 0.92x in one run of ``run_all.py`` and the
-medians of 6, right after, 0.99x.
+Six runs each by default, and still the figure is coarse: on the 2-core machine of
+``RESULTS.md`` the runs of one example spread over 97 to 152 steps/s within one series (falling
+as the series went on), while the helpers' cost is a few percent. On the same code, series of six
+gave 0.99x and 0.94x, a series of three 0.92x.
 """
 
 from __future__ import annotations
