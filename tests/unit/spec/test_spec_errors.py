@@ -6,41 +6,13 @@ from __future__ import annotations
 
 import pickle
 import re
-import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from launcher.spec.errors import SpecError, SpecProblem
-from launcher.spec.loading import load_spec, spec_from_dict
-
-
-def spec(**fields: Any) -> dict[str, Any]:
-    """A minimal valid spec with some top-level fields replaced."""
-    base: dict[str, Any] = {
-        "name": "job",
-        "entrypoint": {"module": "train"},
-        "tasks": [{"type": "worker"}],
-    }
-    return {**base, **fields}
-
-
-def tasks(*groups: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return spec(tasks=list(groups), **fields)
-
-
-def problems_of(data: object) -> list[tuple[str, str]]:
-    with pytest.raises(SpecError) as info:
-        spec_from_dict(data, source="job.yaml")
-    return [(problem.path, problem.message) for problem in info.value.problems]
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "spec.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
+from launcher.spec.loading import load_spec
+from tests.support.spec_data import problems_of, tasks, write
 
 # --- all problems at once ------------------------------------------------------------------------
 

@@ -3,7 +3,6 @@ are local and their addresses, entrypoint, env and paths kept as written, a froz
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from pydantic import ValidationError
 
 from launcher.spec.loading import load_spec, spec_from_dict
 from launcher.spec.model import ClusterSpec, TaskSlot
+from tests.support.spec_data import NODE_A, spec, tasks, write
 from worker.wire.tfconfig import TaskId
 
 DESIGN_EXAMPLE = """\
@@ -31,29 +31,6 @@ tasks:
 restart: {max_restarts: 3, backoff_s: 1.0}
 health: {startup_timeout_s: 300, hang_timeout_s: 120, grace_period_s: 10}
 """
-
-NODE_A = {"node-a": {"address": "198.18.0.2"}}
-
-
-def spec(**fields: Any) -> dict[str, Any]:
-    """A minimal valid spec with some top-level fields replaced."""
-    base: dict[str, Any] = {
-        "name": "job",
-        "entrypoint": {"module": "train"},
-        "tasks": [{"type": "worker"}],
-    }
-    return {**base, **fields}
-
-
-def tasks(*groups: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return spec(tasks=list(groups), **fields)
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "spec.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
 
 # --- what is accepted -----------------------------------------------------------------------------
 

@@ -9,29 +9,7 @@ import pytest
 
 from launcher.spec.errors import SpecError
 from launcher.spec.loading import spec_from_dict
-
-NODE_A = {"node-a": {"address": "198.18.0.2"}}
-
-
-def spec(**fields: Any) -> dict[str, Any]:
-    """A minimal valid spec with some top-level fields replaced."""
-    base: dict[str, Any] = {
-        "name": "job",
-        "entrypoint": {"module": "train"},
-        "tasks": [{"type": "worker"}],
-    }
-    return {**base, **fields}
-
-
-def tasks(*groups: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return spec(tasks=list(groups), **fields)
-
-
-def problems_of(data: object) -> list[tuple[str, str]]:
-    with pytest.raises(SpecError) as info:
-        spec_from_dict(data, source="job.yaml")
-    return [(problem.path, problem.message) for problem in info.value.problems]
-
+from tests.support.spec_data import NODE_A, problems_of, spec, tasks
 
 # --- one case per rule: (spec, exact field path, part of the message) ----------------------------
 
