@@ -85,8 +85,13 @@ def scratch(parent: Path, prefix: str) -> Iterator[Path]:
 
 
 def write_spec(work: Path, data: Mapping[str, Any], name: str = "spec.yaml") -> Path:
+    """``data`` as the spec ``work/name``, its tasks' ``TMPDIR`` in ``work`` (unless it sets one):
+    TensorFlow writes an autograph module per traced function there and removes it at exit, which a
+    task killed by a drill or a teardown never reaches (a full ``run_all.py`` left about 180 in
+    ``/tmp``)."""
     path = work / name
-    path.write_text(yaml.safe_dump(dict(data), sort_keys=False), encoding="utf-8")
+    spec = {**data, "env": {"TMPDIR": str(work), **data.get("env", {})}}
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return path
 
 
