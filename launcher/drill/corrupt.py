@@ -1,5 +1,7 @@
 """``corrupt-checkpoint:latest``: truncate the data of the chief's latest complete checkpoint.
 
+The injector kills the chief first and truncates once the chief's exit is reported (its process
+is gone), so the chief cannot save a newer checkpoint in between for the restart to resume from.
 Discovery (:func:`launcher.chief.checkpoints.latest_checkpoint`) rejects a checkpoint with an empty
 data shard, so the restart that follows must resume from the previous complete checkpoint (or from
 scratch when there is none). Only a chief whose checkpoint directory is on this machine can be
@@ -14,6 +16,11 @@ import posixpath
 
 from launcher.chief.checkpoints import latest_checkpoint
 from worker.wire.safe_open import open_at, open_dir, truncate_ours
+
+
+def has_complete(directory: str | None) -> bool:
+    """Whether ``directory`` (a local path) holds a complete checkpoint to corrupt."""
+    return directory is not None and latest_checkpoint(directory).checkpoint is not None
 
 
 def corrupt_latest(directory: str | None) -> str | None:

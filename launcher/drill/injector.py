@@ -6,6 +6,10 @@ one task, a ``random`` trigger a step, ``host:NAME`` / ``all`` the tasks they na
 and fires each due fault, writing one ``fault_injected`` event with the fault as written, what it
 resolved to, and the step the hurt task had reached when it was injected (its last report).
 
+``corrupt-checkpoint`` kills the chief, and truncates its latest checkpoint when the chief's exit is
+reported (:meth:`FaultInjector.on_exited`): its ``fault_injected`` event, naming the checkpoint, is
+written then, with ``sent_at`` the kill.
+
 ``lose-host`` takes its host away through a :class:`HostLoser` and arms the host's ``heal`` there:
 the heal runs on a timer of its own (the coordinator may be between attempts then), and its
 ``fault_injected`` event is written at the attempt's next wake (with ``sent_at`` the moment the host
@@ -21,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from launcher.drill.corrupt import corrupt_latest
+from launcher.drill.corrupt import corrupt_latest, has_complete
 from launcher.drill.faults import Action, Fault, TargetKind, TriggerKind
 from launcher.drill.host_loss import Healed
 from launcher.errors import TfclusterError
@@ -113,6 +117,16 @@ class _AttemptView:
         return max(hurt or self.steps.values(), default=0)
 
 
+@dataclass(frozen=True)
+class _Corrupting:
+    """A ``corrupt-checkpoint`` whose chief was killed: its checkpoint is truncated at its exit."""
+
+    planned: Planned
+    hosts: Sequence[str]
+    sent_at: float
+    step: int  # the step the chief had reached when it was killed
+
+
 @dataclass
 class FaultInjector:
     """Fires each planned fault once, in whichever attempt it becomes due."""
@@ -124,6 +138,7 @@ class FaultInjector:
     fired: list[FaultInjected] = field(default_factory=list)
     _done: set[int] = field(default_factory=set)
     _view: _AttemptView = field(default_factory=_AttemptView)
+    _corrupting: dict[str, _Corrupting] = field(default_factory=dict)  # by the chief killed
 
     @property
     def pending(self) -> list[Planned]:
@@ -165,11 +180,8 @@ class FaultInjector:
         action = planned.fault.action
         detail = ""
         sent_at = time.time()
-        if action is Action.CORRUPT_CHECKPOINT:
-            corrupted = corrupt_latest(self.checkpoint_dir)
-            if corrupted is None:
-                return False  # no complete checkpoint yet: nothing to corrupt
-            detail = corrupted
+        if action is Action.CORRUPT_CHECKPOINT and not has_complete(self.checkpoint_dir):
+            return False  # no complete checkpoint yet: nothing to corrupt
         if action in (Action.PARTITION, Action.LOSE_HOST):
             if planned.host is None:
                 return False
@@ -192,8 +204,23 @@ class FaultInjector:
             if not hosts:
                 return False  # no agent reachable yet: try again later
         self._done.add(index)
+        if action is Action.CORRUPT_CHECKPOINT:  # corrupted once dead: it can save no newer one
+            self._corrupting[planned.tasks[0]] = _Corrupting(
+                planned, hosts, sent_at, self._view.reached(planned.tasks))
+            return True
         self._record(control, planned, hosts, detail, sent_at)
         return True
+
+    def on_exited(self, control: TaskControl, task: str) -> None:
+        """A chief killed by ``corrupt-checkpoint`` has exited: truncate its latest checkpoint
+        now, when it can no longer write a newer one for the restart to resume from instead."""
+        if (pending := self._corrupting.pop(task, None)) is None:
+            return
+        corrupted = corrupt_latest(self.checkpoint_dir)
+        if corrupted is None:
+            control.warn(f"drill: {pending.planned.fault}: the checkpoint could not be truncated")
+        self._record(control, pending.planned, pending.hosts, corrupted or "", pending.sent_at,
+                     step=pending.step)
 
     def _cut(self, host: str) -> str:
         return "" if self.partitioner is None else self.partitioner.cut(host)
@@ -244,19 +271,20 @@ class FaultInjector:
         return events
 
     def _event(self, attempt: int, planned: Planned, hosts: Sequence[str], detail: str,
-               sent_at: float) -> FaultInjected:
+               sent_at: float, *, step: int | None = None) -> FaultInjected:
         action = planned.fault.action
         return FaultInjected(
             attempt=attempt, fault=str(planned.fault), action=action.value,
             trigger=planned.trigger, task=planned.tasks[0] if planned.tasks else "",
             tasks=planned.tasks, host=",".join(sorted(set(hosts))),
             signal=action.signal.name if action.signal else "",
-            step=self._view.reached(planned.tasks), detail=detail, sent_at=sent_at)
+            step=self._view.reached(planned.tasks) if step is None else step, detail=detail,
+            sent_at=sent_at)
 
     def _record(self, control: TaskControl, planned: Planned, hosts: Sequence[str], detail: str,
-                sent_at: float) -> None:
+                sent_at: float, *, step: int | None = None) -> None:
         self._seen(control)
-        event = self._event(control.attempt, planned, hosts, detail, sent_at)
+        event = self._event(control.attempt, planned, hosts, detail, sent_at, step=step)
         self.fired.append(event)
         control.emit(event)
         what = f" ({detail})" if detail else ""

@@ -26,7 +26,7 @@ from launcher.job.agents import (
 )
 from launcher.job.failure_log import FailureLog
 from launcher.job.health import HealthIssue, HealthMonitor
-from launcher.job.hooks import AttemptHooks
+from launcher.job.hooks import AttemptHooks, HookList
 from launcher.job.inbox import Clock, Inbox, InboxItem, Interrupt, Resize
 from launcher.job.stall import StallWatch
 from launcher.job.state import JobState
@@ -77,7 +77,7 @@ class AttemptRunner:
                  watch: TaskHealthWatch) -> None:
         self.plan, self.agents, self.inbox, self.run_dir = launch_plan, agents, inbox, run_dir
         self.console, self.emit, self.warn = console, emit, console.warn
-        self._phase, self.hooks = phase, hooks
+        self._phase, self.hooks = phase, hooks or HookList()
         self.watch = watch  # per-task figures, stragglers, memory, metrics
         self.clock, self.stall = clock, StallWatch(IDLE_WAKE_S)  # stall: we were stopped (Ctrl-Z)
         self.tasks = TaskTable(launch_plan.tasks)
@@ -149,7 +149,7 @@ class AttemptRunner:
                 wake.append(due - now)
             if self.terminate_at is not None:
                 wake.append(self.terminate_at - now)
-            if watch_health and self.hooks is not None and self.stopping_since is None:
+            if watch_health and self.stopping_since is None:
                 wake.append(self.hooks.on_tick(self, now) - now)  # e.g. a drill's after= timer
             if now >= self.next_ping:
                 self.next_ping = now + self.plan.heartbeat_interval_s
@@ -275,7 +275,7 @@ class AttemptRunner:
         if first and (firsts := self.tasks.start_steps()) is not None:
             self.failures.start_steps_differ(firsts, received_at)
             self._stop("tasks started from different steps")
-        if self.hooks is not None and self.stopping_since is None:
+        if self.stopping_since is None:
             self.hooks.on_progress(self, message.task, message.step)
 
     def signal_task(self, task: str, sig: signal.Signals) -> str | None:
@@ -287,6 +287,7 @@ class AttemptRunner:
                       emit=self.emit, console=self.console, redact=self.redact, stops=self.stops)
 
     def _on_exited(self, host: str, message: Exited, received_at: float) -> None:
+        self.hooks.on_exited(self, message.task)  # e.g. a drill corrupting the dead chief's latest
         runtime = self.tasks[message.task]
         runtime.flush_progress(self.attempt, self.emit)  # its last step, before its exit
         active = runtime.state.active  # not yet written off (hung, or its host was lost)
@@ -335,8 +336,7 @@ class AttemptRunner:
             self.failures.write_off(issue.task, issue.host, issue.kind, issue.since, issue.message)
 
     def _dump_stacks(self) -> None:
-        """Ask every task for its Python stacks (into its log), and wait until they are written
-        before the attempt is killed."""
+        """Ask every task for its Python stacks (into its log) and wait until they are written."""
         self.console.warn("asking every task for its Python stacks (see the task logs)")
         self.dumping = self.agents.send_all(DumpStacks())
         self._loop(lambda: bool(self.dumping), deadline=self.clock() + STACK_DUMP_WAIT_S)

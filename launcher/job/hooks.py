@@ -60,6 +60,10 @@ class AttemptHooks(Protocol):
         """Called each time the running attempt's loop wakes (``now`` on its clock); returns when
         the hook next wants to be called (``math.inf`` for "only when something happens")."""
 
+    def on_exited(self, control: TaskControl, task: str) -> None:
+        """``task``'s process has exited (its agent reaped it), before the attempt acts on it:
+        before the attempt stops, before a task is started again."""
+
 
 class HookList:
     """Several hooks as one (a drill's and the pool's grow watch)."""
@@ -73,3 +77,7 @@ class HookList:
 
     def on_tick(self, control: TaskControl, now: float) -> float:
         return min((hook.on_tick(control, now) for hook in self.hooks), default=math.inf)
+
+    def on_exited(self, control: TaskControl, task: str) -> None:
+        for hook in self.hooks:
+            hook.on_exited(control, task)

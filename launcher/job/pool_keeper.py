@@ -201,6 +201,9 @@ class GrowWatch:
     def on_progress(self, control: TaskControl, task: str, step: int) -> None:
         """Nothing to do per step."""
 
+    def on_exited(self, control: TaskControl, task: str) -> None:
+        """Nothing to do when a task exits."""
+
     def on_tick(self, control: TaskControl, now: float) -> float:
         pool, last = self.keeper.pool, self.keeper.last
         if last is None or not pool.can_grow(last) or self.probing:

@@ -44,6 +44,9 @@ class FirstCheckpointWatch:
         if control.attempt == self._attempt:
             self._done = True  # the agents fill at the first step themselves
 
+    def on_exited(self, control: TaskControl, task: str) -> None:
+        """Nothing to do when a task exits."""
+
     def on_tick(self, control: TaskControl, now: float) -> float:
         plan = control.plan
         if control.attempt != self._attempt:  # a new attempt: what is there now is the old

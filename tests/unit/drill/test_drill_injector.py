@@ -139,7 +139,7 @@ def test_random_choices_are_the_seeds() -> None:
     assert len(draws) > 5  # the seed does choose
 
 
-def test_corrupt_checkpoint_waits_for_a_checkpoint_then_truncates_it_and_kills_the_chief(
+def test_corrupt_checkpoint_waits_for_a_checkpoint_kills_the_chief_and_truncates_at_its_exit(
         tmp_path: Path) -> None:
     hook = injector("corrupt-checkpoint:latest:at-step=3", checkpoint_dir=str(tmp_path))
     control = Control()
@@ -149,13 +149,23 @@ def test_corrupt_checkpoint_waits_for_a_checkpoint_then_truncates_it_and_kills_t
     write_checkpoint(str(tmp_path), 20)
     hook.on_progress(control, "chief:0", 21)
     assert control.sent == [("chief:0", signal.SIGKILL)]
-    assert control.events[0].record()["detail"] == str(tmp_path / "ckpt-20")
-    assert (tmp_path / "ckpt-20.data-00000-of-00001").stat().st_size == 0
-    assert (tmp_path / "ckpt-10.data-00000-of-00001").stat().st_size > 0
+    assert control.events == []  # injected when the chief is gone
+    write_checkpoint(str(tmp_path), 30)  # saved between the kill and the chief's death
+    hook.on_progress(control, "chief:0", 31)
+    hook.on_exited(control, "worker:0")  # another task's exit: not the one killed
+    assert control.events == []
+    hook.on_exited(control, "chief:0")
+    event, = control.events
+    record = event.record()
+    assert record["detail"] == str(tmp_path / "ckpt-30") and record["step"] == 21
+    assert (tmp_path / "ckpt-30.data-00000-of-00001").stat().st_size == 0
+    assert (tmp_path / "ckpt-20.data-00000-of-00001").stat().st_size > 0
     from launcher.chief.checkpoints import latest_checkpoint
 
     found = latest_checkpoint(str(tmp_path)).checkpoint
-    assert found is not None and found.step == 10  # the restart resumes from the one before
+    assert found is not None and found.step == 20  # the restart resumes from the one before
+    hook.on_exited(control, "chief:0")  # its next exit (a later attempt): nothing more
+    assert len(control.events) == 1 and (tmp_path / "ckpt-20.data-00000-of-00001").stat().st_size
 
 
 def test_planned_trigger_text() -> None:
