@@ -331,9 +331,9 @@ def throughput_section(m: Measured, sizes: Sizes) -> list[str]:
               "with `--no-helpers` (no report, no preemption check: only the helpers differ), and "
               "`worker/examples/pch_digits.py` (the same MLP, data and batch size under "
               "TensorFlow's own `PreemptionCheckpointHandler`, nothing of tfcluster imported). "
-              f"All under `tfcluster run`, 2 local workers, {sizes.rate_steps} steps, "
-              "interleaved; steps/s from each one's output (a line every "
-              f"{throughput.LOG_EVERY} steps).", ""]
+              f"All under `tfcluster run`, 2 local workers, {sizes.rate_steps} steps, in rounds "
+              "(each example once, reversed every other round), compared round by round; steps/s "
+              f"from the output (a line every {throughput.LOG_EVERY} steps).", ""]
     return [*lines, *throughput.table(m.rates, sizes.rate_steps)]
 
 

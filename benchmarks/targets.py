@@ -51,7 +51,8 @@ COORDINATOR_CPU_PCT = Target(f"coordinator CPU watching {IDLE_N} idle tasks", 2.
 COORDINATOR_RSS_MIB = Target(f"coordinator RSS watching {IDLE_N} idle tasks", 100.0, " MiB",
                              strict=True)
 HELPERS_RATIO = Target("digits steps/s with the worker helpers / the same example without them "
-                       "(`--no-helpers`), medians", 0.97, "x", at_least=True)
+                       "(`--no-helpers`), median of the runs' ratios, round by round", 0.97, "x",
+                       at_least=True)
 EARLY_KILL_AT_S = 12.0
 EARLY_KILL_RATIO = Target(f"plain MWMS script killed {EARLY_KILL_AT_S:g} s after its start: recovery "
                           "with warm spares / cold", 0.5, "x")

@@ -18,10 +18,12 @@ the first step traces the ``tf.function``) to the last one, the same way for eve
 its own output lines (``[digits worker:0] step N ...`` every ``--log-every`` steps), stamped as
 they reach this process through tfcluster's console on a pipe.
 
-Six runs each by default, and still the figure is coarse: on the 2-core machine of
-``RESULTS.md`` the runs of one example spread over 97 to 152 steps/s within one series (falling
-as the series went on), while the helpers' cost is a few percent. On the same code, series of six
-gave 0.99x and 0.94x, a series of three 0.92x.
+Each round runs every example once, back to back, in the order reversed every other round; an
+example is compared with ``--no-helpers`` run by run (its steps/s over that of the ``--no-helpers``
+run of the same round), and the median of those ratios is the figure. Comparing the medians of
+the two series instead was too coarse: on the 2-core machine of ``RESULTS.md`` the runs of one
+example spread over 97 to 152 steps/s within a series (falling as it went on), more than the
+helpers cost; on the same code, series of six gave 0.99x and 0.94x, a series of three 0.92x.
 """
 
 from __future__ import annotations
@@ -163,51 +165,71 @@ def run_once(cli: Tfcluster, job: Job, steps: int, work: Path) -> float:
 @dataclass
 class Results:
     job: Job
-    rates: list[float] = field(default_factory=list)
+    by_round: dict[int, float] = field(default_factory=dict)  # steps/s, by round
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def rates(self) -> list[float]:
+        return list(self.by_round.values())
+
+
+def round_order(all_results: Sequence[Results], index: int) -> list[Results]:
+    """The examples in the order round ``index`` runs them: reversed every other round, so that
+    neither side of a comparison always runs first (ABBA)."""
+    return list(all_results) if index % 2 == 0 else list(reversed(all_results))
 
 
 def measure(cli: Tfcluster, steps: int, repeats: int, tmp: Path) -> list[Results]:
     all_results = [Results(job) for job in jobs()]
     for index in range(repeats):
-        for results in all_results:
+        for results in round_order(all_results, index):
             with scratch(tmp, f"rate-{results.job.key}-") as work:
                 try:
-                    results.rates.append(run_once(cli, results.job, steps, work))
+                    results.by_round[index] = run_once(cli, results.job, steps, work)
                 except BenchmarkError as exc:
                     results.errors.append(str(exc))
                     progress(f"{results.job.key} {index + 1}/{repeats} FAILED: {exc}")
                     continue
-            progress(f"{results.job.key} {index + 1}/{repeats}: {results.rates[-1]:.1f} steps/s")
+            progress(f"{results.job.key} {index + 1}/{repeats}: "
+                     f"{results.by_round[index]:.1f} steps/s")
     return all_results
 
 
 # --- report -------------------------------------------------------------------------------------
 
 
+def paired_ratio(of: Results, base: Results) -> float | None:
+    """The median, over the rounds where both ran, of ``of``'s steps/s over ``base``'s in the
+    same round: runs minutes apart differ by more than the helpers cost (the machine drifts over
+    a series), two runs back to back much less."""
+    rounds = sorted(of.by_round.keys() & base.by_round.keys())
+    return median([of.by_round[i] / base.by_round[i] for i in rounds]) if rounds else None
+
+
 def helpers_ratio(all_results: Sequence[Results]) -> float | None:
-    """Median steps/s of digits with the helpers over that of digits without them."""
-    medians = {r.job.key: median(r.rates) for r in all_results if r.rates}
-    if DIGITS.key in medians and BARE.key in medians:
-        return medians[DIGITS.key] / medians[BARE.key]
+    """Steps/s of digits with the helpers over digits without them: :func:`paired_ratio`."""
+    found = {r.job.key: r for r in all_results}
+    if DIGITS.key in found and BARE.key in found:
+        return paired_ratio(found[DIGITS.key], found[BARE.key])
     return None
 
 
 def table(all_results: Sequence[Results], steps: int) -> list[str]:
     lines = [
         f"| example | runs | steps/s on {TASK}, median [min-max] (steps {warmup_steps(steps) + 1}"
-        f"..{steps}) | vs digits without helpers |",
+        f"..{steps}) | vs digits without helpers, run by run: median [min-max] |",
         "|---|---:|---:|---:|",
     ]
-    base = next((median(r.rates) for r in all_results if r.job is BARE and r.rates), None)
+    base = next((r for r in all_results if r.job is BARE), None)
     for r in all_results:
         if not r.rates:
             lines.append(f"| {r.job.title} | 0 | FAILED | - |")
             continue
-        value = median(r.rates)
-        versus = f"{value / base:.2f}x" if base else "-"
-        lines.append(f"| {r.job.title} | {len(r.rates)} | {value:.1f} [{min(r.rates):.1f}-"
-                     f"{max(r.rates):.1f}] | {versus} |")
+        pairs = [] if base is None or r is base else \
+            [r.by_round[i] / base.by_round[i] for i in r.by_round.keys() & base.by_round.keys()]
+        versus = f"{median(pairs):.2f}x [{min(pairs):.2f}-{max(pairs):.2f}]" if pairs else "-"
+        lines.append(f"| {r.job.title} | {len(r.rates)} | {median(r.rates):.1f} "
+                     f"[{min(r.rates):.1f}-{max(r.rates):.1f}] | {versus} |")
     for r in all_results:
         lines += [f"- {r.job.key}: failed run (not counted): {e}" for e in dict.fromkeys(r.errors)]
     return lines
