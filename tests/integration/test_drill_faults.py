@@ -98,10 +98,11 @@ def test_a_preemption_notice_loses_no_step(tmp_path: Path, baseline: Path) -> No
 def test_a_corrupted_checkpoint_is_skipped_on_restart(tmp_path: Path, baseline: Path) -> None:
     figures, = one_fault(tmp_path, baseline, "corrupt-checkpoint:latest:at-step=25")["faults"]
     corrupted = int(figures["detail"].rsplit("-", 1)[1])
-    # the chief's latest when a task reached step 25: ckpt-20, or ckpt-10 when the chief (the
-    # fake trainer's tasks do not step together) lags behind under load
+    # the chief's latest when it died, killed once a task reached step 25: ckpt-20 mostly (the
+    # fake trainer's tasks do not step together: ckpt-10 or ckpt-30 under load); truncated only
+    # then, so the chief saved none after it that the restart could resume from instead
     assert corrupted >= CHECKPOINT_EVERY
-    assert figures["resume_step"] < corrupted  # the previous complete one (or none)
+    assert figures["resume_step"] == corrupted - CHECKPOINT_EVERY  # the previous complete one
     events = (tmp_path / "run" / "events.jsonl").read_text()
     assert f"ckpt-{corrupted}" in events and "empty ckpt-" in events  # discovery said why
 
