@@ -115,8 +115,8 @@ class TargetRow:
         if self.value is None:
             return f"| {t.what} | {self.shown} | {t.text} | - | not measured |"
         ratio = t.ratio(self.value)
-        shown = f"{ratio:.2f}" if ratio >= 0.01 else f"{ratio:.4f}"
-        return f"| {t.what} | {self.shown} | {t.text} | {shown} | {t.verdict(self.value)} |"
+        digits = 4 if ratio < 0.01 else 3 if 0.995 <= ratio < 1.005 else 2  # near 1: which side
+        return f"| {t.what} | {self.shown} | {t.text} | {ratio:.{digits}f} | {t.verdict(self.value)} |"
 
 
 def target_rows(m: Measured, run: RunInfo) -> list[TargetRow]:
@@ -136,7 +136,7 @@ def target_rows(m: Measured, run: RunInfo) -> list[TargetRow]:
     rows.append(warm_row(m, run))
     rows += [TargetRow(*row) for row in early_kills.target_values(m.early_kills, run.tf)]
     helpers = throughput.helpers_ratio(m.rates)
-    rows.append(TargetRow(HELPERS_RATIO, helpers, f"{helpers:.2f}x") if helpers is not None else
+    rows.append(TargetRow(HELPERS_RATIO, helpers, f"{helpers:.3f}x") if helpers is not None else
                 TargetRow(HELPERS_RATIO, None, "not measured" + ("" if run.tf else " (--no-tf)")))
     idle = [s for s in m.load if s.n == IDLE_N]
     if idle:

@@ -227,7 +227,7 @@ def table(all_results: Sequence[Results], steps: int) -> list[str]:
             continue
         pairs = [] if base is None or r is base else \
             [r.by_round[i] / base.by_round[i] for i in r.by_round.keys() & base.by_round.keys()]
-        versus = f"{median(pairs):.2f}x [{min(pairs):.2f}-{max(pairs):.2f}]" if pairs else "-"
+        versus = f"{median(pairs):.3f}x [{min(pairs):.2f}-{max(pairs):.2f}]" if pairs else "-"
         lines.append(f"| {r.job.title} | {len(r.rates)} | {median(r.rates):.1f} "
                      f"[{min(r.rates):.1f}-{max(r.rates):.1f}] | {versus} |")
     for r in all_results:

@@ -38,7 +38,7 @@ def test_a_drifting_machine_is_not_counted_as_the_helpers_cost(throughput: Modul
     assert throughput.paired_ratio(digits, bare) == pytest.approx(0.99)
     table = "\n".join(throughput.table([digits, bare], 2000))
     assert "| 3 | 150.0 [77.0-150.0] | - |" in table  # the base has no ratio to itself
-    assert "| 4 |" in table and "0.99x [0.79-0.99] |" in table
+    assert "| 4 |" in table and "0.990x [0.79-0.99] |" in table
 
 
 def test_every_other_round_runs_the_examples_in_reverse(throughput: ModuleType) -> None:
