@@ -97,7 +97,9 @@ def parse_report(raw: bytes) -> Report:
         raise BadReport(f"not JSON ({exc})") from None
     if not isinstance(message, dict):
         raise BadReport(f"a JSON {type(message).__name__}, not an object")
-    if _depth(message) > MAX_DEPTH:
+    # every level of nesting opens with a bracket of its own: a line with few brackets (every
+    # progress report) cannot nest too deep, and is not walked
+    if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH and _depth(message) > MAX_DEPTH:
         raise BadReport(f"nested more than {MAX_DEPTH} deep")
     kind = message.pop("kind", None)
     if not isinstance(kind, str) or not kind:

@@ -15,6 +15,7 @@ from worker import reporting
 from worker.reporting import report
 from worker.wire import env
 from worker.wire.reports import (
+    MAX_DEPTH,
     MAX_PROGRESS_LINE_BYTES,
     BadReport,
     StepReport,
@@ -131,3 +132,22 @@ def test_whole_numbers_of_other_types_are_steps(pipe: int) -> None:
 def test_the_agent_refuses_a_line_with_an_impossible_step(line: bytes) -> None:
     with pytest.raises(BadReport):
         parse_report(line)
+
+
+def _nested(levels: int) -> bytes:
+    """A report whose data nests ``levels`` deep (the report's object is the first level)."""
+    return b'{"kind":"custom","x":' + b"[" * (levels - 1) + b"]" * (levels - 1) + b"}"
+
+
+def test_the_agent_refuses_a_report_nested_too_deep() -> None:
+    assert parse_report(_nested(MAX_DEPTH)).kind == "custom"
+    with pytest.raises(BadReport, match=f"nested more than {MAX_DEPTH} deep"):
+        parse_report(_nested(MAX_DEPTH + 1))
+
+
+def test_brackets_inside_strings_are_no_nesting() -> None:
+    """A shallow report whose text holds many brackets is taken (the cheap count of brackets
+    only decides whether the depth is measured)."""
+    line = b'{"kind":"progress","step":3,"metrics":{"note":"' + b"[{" * 100 + b'"}}'
+    report = parse_report(line)
+    assert isinstance(report, StepReport) and report.metrics == {"note": "[{" * 100}
