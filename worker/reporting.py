@@ -8,7 +8,7 @@ nothing (but :func:`report` still checks its step), so scripts run unchanged on 
 module sends; the line's format, its limits and the agent's check are :mod:`worker.wire.reports`.
 
 :func:`report` only queues its step and metrics: a thread converts and writes them, batched
-(:mod:`worker.report_queue`: at most one write per 50 ms, a newer report replacing an older unsent
+(:mod:`worker.report_queue`: at most one write per 0.25 s, a newer report replacing an older unsent
 one with the same metric names), so a training step does not wait for the pipe. Every other
 message (:func:`send`) and the interpreter's exit first write the reports still pending, and
 :func:`flush` does so for code that must have the last step out before it goes on.
@@ -68,7 +68,7 @@ def send(message: Mapping[str, Any]) -> bool:
 
 
 def flush() -> None:
-    """Write the progress reports still pending now (they go out within about 50 ms anyway):
+    """Write the progress reports still pending now (they go out within about 0.25 s anyway):
     for code that must have the last step out before it saves, exits or blocks."""
     _queue.flush()
 
@@ -134,7 +134,7 @@ def report(step: int, **metrics: Any) -> None:
 
     Progress drives hang detection and restart accounting, so call it once per step or every few
     steps. It only queues the report (a thread reads tensor and numpy values and writes it within
-    about 50 ms; a newer report with the same metric names replaces one not yet written) and does
+    about 0.25 s; a newer report with the same metric names replaces one not yet written) and does
     nothing when not run by tfcluster. ``step`` must be a whole number from 0 to 2**63-1
     (TypeError or ValueError otherwise, under tfcluster or not).
     """

@@ -71,7 +71,7 @@ def test_sigkill_of_a_worker_restarts_the_job_from_the_last_checkpoint(tmp_path:
     summary = json.loads((run_dir / "summary.json").read_text())
     first = summary["attempts"][0]
     assert first["root_cause"]["task"] == "worker:1"
-    # the step every task had reached, as reported: a task's reports go out batched (every 50 ms),
+    # the step every task had reached, as reported: a task's reports go out batched (every 0.25 s),
     # so the killed one's last few steps were never seen; the others may be seen further
     assert first["steps_lost"] == max(0, first["reached_step"] - found["step"])
     assert first["reached_step"] <= first["max_step"]
