@@ -250,8 +250,8 @@ def restart_section(m: Measured) -> list[str]:
     lines += ["", *recovery_report.breakdown_table(drills), ""]
     lost = sorted({d.steps_lost for r in drills for d in r.drills})
     w = drills[0].workload
-    lines.append(f"- steps lost per drill: {'/'.join(map(str, lost))} (killed at step {w.at_step}, "
-                 f"the last checkpoint at step {w.at_step // w.checkpoint_every * w.checkpoint_every})")
+    lines.append(f"- steps lost per drill: {'/'.join(map(str, lost))} (killed on the first report at "
+                 f"or past step {w.at_step}, a checkpoint every {w.checkpoint_every} steps)")
     lines += recovery_report.setup_lines(drills, 0.0)[2:]
     return lines
 

@@ -17,21 +17,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 #: With ``-n 3 --dist loadgroup`` (``make test``), the tests of each group run on one worker, in
 #: order, because they share something machine-wide: the Slurm test cluster, network namespaces,
 #: the sshd fixture (a test is in one of these by its folder or its marker); and real TensorFlow
-#: jobs, in two groups of about the same length. At most two workers run a group at once (one
-#: real TensorFlow job per core), the sshd tests beside them; the unit and integration tests run
-#: on the third worker once the sshd tests are done, and on any worker left without a group
+#: jobs, in two groups. At most two workers run a group at once (one real TensorFlow job per
+#: core), the sshd tests beside them; the unit and integration tests run on the third worker once
+#: the sshd tests are done, and on any worker left without a group
 #: (:mod:`tests.support.scheduling`).
 _SERIAL_GROUPS = {"slurm": "slurm", "netns": "netns", "ssh": "ssh",
                   # the Docker cluster's bridge takes a /24 of 198.18.0.0/15, as netns hosts do
                   "docker": "netns"}
-#: The real-TensorFlow files of the second group (the others are in the first), for about half
-#: of the real-TensorFlow time each: in CI on 6ee5265 the first group took 887 s and the second
-#: 223 s; moving test_ps_jobs, test_wheel_install, test_lockstep_straggler and test_ps_server
-#: makes that about 566 s and 545 s. Files that share a session fixture stay in one group (it
-#: is built once per worker): test_digits and test_preemption_moments.
-_TF_SECOND = {"test_amp_accumulate.py", "test_saving.py", "test_resumable_input.py",
-              "test_keras_fit.py", "test_metrics_keras.py", "test_gpu.py", "test_ps_jobs.py",
-              "test_wheel_install.py", "test_lockstep_straggler.py", "test_ps_server.py"}
+#: The real-TensorFlow files of the second group (the others are in the first). xdist queues the
+#: groups by their number of tests: netns and tensorflow-1 start together, slurm follows
+#: whichever ends first, and tensorflow-2 comes last. So the second group is the short one,
+#: for the worker that ran netns and then slurm while tensorflow-1 still runs. In CI on 6ee5265
+#: (netns 713 s, tensorflow-1 887 s, slurm 201 s, tensorflow-2 223 s) it could start only once
+#: tensorflow-1 ended, and the run took 1121 s; with test_saving, test_resumable_input and
+#: test_keras_fit in the first group (about 990 s and 120 s), it starts after slurm, at about
+#: 914 s, and ends at about 1035 s.
+_TF_SECOND = {"test_amp_accumulate.py", "test_metrics_keras.py", "test_gpu.py"}
 
 
 # tryfirst: xdist's own hook turns the xdist_group markers into the groups, and it ran before
