@@ -88,7 +88,10 @@ QUICK = Sizes(launch_sizes=(1, 8), launch_repeats=1, exit_detections=3, drills=3
 
 
 def trivial_job() -> recovery_workloads.Workload:
-    return recovery_workloads.fake_workload(workers=2, steps=40, checkpoint_every=10, at_step=25,
+    """Killed at step 25 of 80: the kill lands on the first report at or past it (reports go out
+    4 times a second, 12 of these steps), and under load later still; the restart must find
+    steps left to train (with 40 steps, a kill past step 40 left attempt 1 nothing to report)."""
+    return recovery_workloads.fake_workload(workers=2, steps=80, checkpoint_every=10, at_step=25,
                                             key="trivial")
 
 
